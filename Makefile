@@ -1,0 +1,39 @@
+# The two commands: `make demo` and `make test`. Both set up what they need.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench sysdeps venv clean
+
+venv: $(STAMP)
+
+# torch==2.13.0 is pinned here only (the CPU wheel on this machine's disk); the
+# library itself asks for a range. uv resolves the rest quickly and keeps torch.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
+	$(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev]"
+	touch $(STAMP)
+
+# System packages the tests drive for real: a Docker engine and a headless browser.
+sysdeps:
+	bash .ci/sysdeps
+
+# pytest's exit 5 (no test collected) must never read as a pass.
+test: venv sysdeps
+	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
+
+lint: venv
+	$(VENV)/bin/ruff check auditor dags tests bench examples
+	$(VENV)/bin/lint-imports
+
+demo: venv
+	$(VENV)/bin/repro-audit demo
+
+bench: venv
+	$(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev,bench]"
+	for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf .repro reports/*.html reports/*.json reports/ledger.jsonl

@@ -1,0 +1,60 @@
+"""``repro-audit``: argument parsing, progress and exit codes; nothing else.
+
+Each verb lives in a small module that calls one function of the library
+(``auditor.pipeline`` and friends). Exceptions become exit codes here and only
+here: 0 success or reproduced, 1 findings or not reproduced, 2 bad input or
+usage, 3 infrastructure error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from auditor.errors import ReproError
+
+app = typer.Typer(
+    name="repro-audit",
+    help="Audit the reproducibility of registered ML models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Each module registers its commands on ``app`` when imported.
+_COMMAND_MODULES = ("lineage", "snapshot", "models", "evidence", "demo")
+
+
+def _load_commands() -> None:
+    for name in _COMMAND_MODULES:
+        try:
+            importlib.import_module(f"auditor.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"auditor.cli.{name}":
+                raise
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    _load_commands()
+    try:
+        app(args=argv, standalone_mode=False)
+    except ReproError as exc:
+        from auditor.cli.output import error
+
+        error(str(exc))
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code (2)
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+    sys.exit(0)

@@ -1,0 +1,1 @@
+"""Judging a rebuild: tolerance bands, calibration, tiered verdicts, weight diffs."""

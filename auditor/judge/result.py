@@ -1,0 +1,154 @@
+"""The audit result: one object holding everything a report needs.
+
+Pure data (pydantic), serialised as the JSON evidence file that the HTML report
+is rendered from. Produced by ``auditor.pipeline.audit``; read by
+``auditor.report``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from auditor.lineage.findings import Finding
+
+
+class Verdict(StrEnum):
+    """Overall verdicts, strongest first."""
+
+    REPRODUCED_BITWISE = "REPRODUCED_BITWISE"
+    REPRODUCED_WITHIN_TOLERANCE = "REPRODUCED_WITHIN_TOLERANCE"
+    OUT_OF_TOLERANCE = "OUT_OF_TOLERANCE"
+    NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"
+    ERROR = "ERROR"
+
+    @property
+    def reproduced(self) -> bool:
+        return self in (Verdict.REPRODUCED_BITWISE, Verdict.REPRODUCED_WITHIN_TOLERANCE)
+
+    @property
+    def exit_code(self) -> int:
+        """CLI exit code: 0 reproduced, 1 not reproduced, 3 infrastructure error."""
+        if self.reproduced:
+            return 0
+        return 3 if self is Verdict.ERROR else 1
+
+
+TierName = Literal["lineage", "artifact_recovery", "statistical", "bitwise"]
+TierStatus = Literal["pass", "fail", "skipped", "error"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TierResult(_Model):
+    name: TierName
+    status: TierStatus
+    summary: str
+    details: list[str] = Field(default_factory=list)
+
+
+class Band(_Model):
+    """A tolerance band for one metric of one model version. Values on an edge pass."""
+
+    metric: str
+    lower: float
+    upper: float
+    reference: float | None = None
+    direction: Literal["higher", "lower", "none"] = "none"
+    provenance: Literal["declared", "calibrated"] = "declared"
+    method: str | None = None  # e.g. "prediction interval mean ± t(n-1,0.995)·s·√(1+1/n)"
+    runs: list[str] = Field(default_factory=list)  # rerun ids the band was calibrated from
+    spread: dict[str, float] = Field(default_factory=dict)  # noise floor: n, mean, std, min, max
+    calibrated_at: str | None = None
+
+
+class MetricResult(_Model):
+    name: str
+    registered: float | str | None = None  # the value recorded at training time
+    rebuilt: list[float | str | None] = Field(default_factory=list)  # one per rerun
+    band: Band | None = None
+    inside: bool | None = None  # None when there is no band
+    distance: float | None = None  # signed distance to the nearest edge, <0 inside, >0 outside
+    reason: str = ""
+
+
+class TensorDiff(_Model):
+    name: str
+    shape_a: list[int] | None = None
+    shape_b: list[int] | None = None
+    dtype_a: str | None = None
+    dtype_b: str | None = None
+    identical: bool = False
+    max_abs: float | None = None
+    rel_l2: float | None = None
+    cosine: float | None = None
+    note: str = ""
+
+
+class WeightDiff(_Model):
+    identical: bool
+    tensors: int = 0
+    differing: int = 0
+    max_abs: float | None = None
+    rel_l2: float | None = None  # over all tensors
+    only_in_a: list[str] = Field(default_factory=list)
+    only_in_b: list[str] = Field(default_factory=list)
+    mismatched: list[str] = Field(default_factory=list)  # same name, other shape or dtype
+    worst: list[TensorDiff] = Field(default_factory=list)
+    sha256_a: str | None = None
+    sha256_b: str | None = None
+
+
+class EnvDrift(_Model):
+    added: dict[str, str] = Field(default_factory=dict)
+    removed: dict[str, str] = Field(default_factory=dict)
+    changed: dict[str, tuple[str, str]] = Field(default_factory=dict)
+    fields: dict[str, tuple[Any, Any]] = Field(default_factory=dict)  # python, cuda, accelerator … (recorded, rebuild)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed or self.fields)
+
+
+class ModelInfo(_Model):
+    name: str
+    version: str
+    aliases: list[str] = Field(default_factory=list)
+    tags: dict[str, str] = Field(default_factory=dict)
+    run_id: str | None = None
+    uri: str | None = None  # models:/name/version
+
+
+class Timings(_Model):
+    wall_s: float | None = None
+    rebuild_s: float | None = None
+    accelerator_s: float | None = None
+
+
+class AuditResult(_Model):
+    audit_id: str
+    model: ModelInfo
+    verdict: Verdict
+    tiers: dict[str, TierResult] = Field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    audit_run: str | None = None  # Airflow run id, or "cli"
+    record: dict[str, Any] | None = None
+    record_digest: str | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    metrics: list[MetricResult] = Field(default_factory=list)
+    weight_diff: WeightDiff | None = None
+    drift: EnvDrift | None = None
+    timings: Timings = Field(default_factory=Timings)
+    log_tail: str = ""
+    error: str | None = None
+    evidence: dict[str, str] = Field(default_factory=dict)  # name -> digest (record, manifests, image, weights)
+    responsible_person: str | None = None
+    runner: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")

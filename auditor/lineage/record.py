@@ -1,0 +1,197 @@
+"""The run record: one typed, versioned, canonical JSON document per training run.
+
+It names the five inputs (code, data, config, environment, seeds), the
+infrastructure and the outputs, each by an immutable identifier where one
+exists. Pure: pydantic for types and JSON Schema, no I/O beyond parsing text
+the caller hands in.
+
+Conventions: every section is optional at parse time so that the *gate*, not
+the parser, says what is missing (a parse error is "this is not a record", a
+gate finding is "this record is incomplete"). Unknown fields are refused so a
+typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from auditor.canonical import canonical_json, digest, pretty_json
+from auditor.errors import MalformedRecord
+
+SCHEMA_VERSION = "1"
+RECORD_FILE = "run_record.json"
+DIFF_FILE = "diff.patch"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class UntrackedBinary(_Model):
+    path: str
+    sha256: str
+    size: int
+
+
+class CodeInfo(_Model):
+    repo_url: str | None = None
+    commit: str | None = Field(default=None, description="full 40-hex git commit")
+    dirty: bool | None = None
+    diff_digest: str | None = Field(default=None, description="sha256:<hex> of the diff stored beside the record")
+    diff_file: str | None = Field(default=None, description="name of the diff file beside the record")
+    untracked_binary: list[UntrackedBinary] = Field(default_factory=list)
+    entrypoint: list[str] | None = Field(default=None, description="argv run from the project directory")
+    subdir: str = Field(default="", description="project directory relative to the repository root")
+    git_error: str | None = Field(default=None, description="why git facts are missing, recorded as data")
+
+
+DataKind = Literal["snapshot", "s3-versioned", "delta", "path", "table", "other"]
+
+
+class DataRef(_Model):
+    kind: DataKind = "snapshot"
+    uri: str
+    version: str | None = Field(default=None, description="immutable version id (snapshot id, object version, table version)")
+    content_hash: str | None = None
+    split: dict[str, Any] | None = Field(default=None, description="how train/validation/test were cut, with its seed")
+
+
+class ConfigInfo(_Model):
+    resolved: dict[str, Any] = Field(default_factory=dict)
+    digest: str | None = None
+    sources: dict[str, Literal["default", "file", "env", "cli"]] = Field(default_factory=dict)
+    file: str | None = None
+
+
+class EnvironmentInfo(_Model):
+    python: str | None = None
+    implementation: str | None = None
+    platform: str | None = None
+    machine: str | None = None
+    packages: dict[str, str] = Field(default_factory=dict, description="distribution name -> exact version")
+    lock_file: str | None = None
+    lock_digest: str | None = None
+    image_ref: str | None = None
+    image_digest: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    driver: str | None = None
+    accelerator: str | None = None
+    accelerator_count: int = 0
+    cpu_model: str | None = None
+    cpu_flags_digest: str | None = None
+    threads: dict[str, Any] = Field(default_factory=dict, description="intra-op threads, OMP/MKL settings")
+    variables: dict[str, str] = Field(default_factory=dict, description="allowlisted environment variables, redacted")
+    torch_error: str | None = None
+
+
+class SeedInfo(_Model):
+    seed: int | None = None
+    generators: dict[str, int] = Field(default_factory=dict, description="generator name -> seed it was given")
+    used: list[str] = Field(default_factory=list, description="generators the training declared it draws from")
+    deterministic: bool | None = None
+    flags: dict[str, Any] = Field(default_factory=dict, description="determinism flags actually in force")
+    pythonhashseed: str | None = Field(default=None, description="PYTHONHASHSEED at interpreter start ('unset' if absent)")
+
+
+class Infrastructure(_Model):
+    world_size: int = 1
+    hostname: str | None = None
+    instance_type: str | None = None
+
+
+class Artifact(_Model):
+    name: str
+    uri: str
+    sha256: str
+    size: int | None = None
+
+
+def _finite_or_text(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # 'nan', 'inf', '-inf': kept, but never mistaken for a number
+    return value
+
+
+class Outputs(_Model):
+    metrics: dict[str, float | str | None] = Field(default_factory=dict)
+    artifacts: list[Artifact] = Field(default_factory=list)
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _no_bare_nan(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _finite_or_text(v) for k, v in value.items()}
+        return value
+
+
+class RunRecord(_Model):
+    """The record. Build it with the gatherers; judge it with ``auditor.lineage.gate.check``."""
+
+    schema_version: Literal["1"] = SCHEMA_VERSION
+    created_at: str | None = None
+    tool_version: str | None = None
+    code: CodeInfo | None = None
+    data: dict[str, DataRef] = Field(default_factory=dict)
+    config: ConfigInfo | None = None
+    environment: EnvironmentInfo | None = None
+    seeds: SeedInfo | None = None
+    infrastructure: Infrastructure | None = None
+    outputs: Outputs = Field(default_factory=Outputs)
+
+    # -- serialisation -------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def canonical(self) -> bytes:
+        return canonical_json(self.to_dict())
+
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical JSON; independent of dict order and platform."""
+        return digest(self.to_dict())
+
+    def to_json(self) -> str:
+        return pretty_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "record") -> RunRecord:
+        if not isinstance(data, dict):
+            raise MalformedRecord(f"{source}: a run record is a JSON object, got {type(data).__name__}")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise MalformedRecord(
+                f"{source}: schema_version is {version!r}, this tool reads {SCHEMA_VERSION!r}",
+                hint="upgrade repro-audit or re-capture the record",
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:10]
+            )
+            raise MalformedRecord(f"{source}: invalid run record: {problems}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, source: str = "record") -> RunRecord:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MalformedRecord(
+                f"{source}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise MalformedRecord(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return cls.from_dict(data, source=source)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a run record (``repro-audit lineage schema``)."""
+    schema = RunRecord.model_json_schema()
+    schema["$id"] = f"https://repro-audit.dev/schema/run-record/{SCHEMA_VERSION}.json"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
