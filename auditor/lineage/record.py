@@ -43,6 +43,7 @@ class CodeInfo(_Model):
     dirty: bool | None = None
     diff_digest: str | None = Field(default=None, description="sha256:<hex> of the diff stored beside the record")
     diff_file: str | None = Field(default=None, description="name of the diff file beside the record")
+    diff_redactions: int = Field(default=0, description="added lines of the diff whose secrets were redacted")
     untracked_binary: list[UntrackedBinary] = Field(default_factory=list)
     entrypoint: list[str] | None = Field(default=None, description="argv run from the project directory")
     subdir: str = Field(default="", description="project directory relative to the repository root")

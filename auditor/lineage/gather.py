@@ -1,0 +1,461 @@
+"""Small gatherers that fill the run record at training time.
+
+Each fact has one small function (after Sacred's ``host_info``). A missing git
+repository or a missing torch is recorded as data (``git_error``,
+``torch_error``), never raised: the gate decides what that means.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.canonical import digest
+from auditor.errors import BadInput
+from auditor.lineage.record import (
+    DIFF_FILE,
+    CodeInfo,
+    ConfigInfo,
+    DataRef,
+    EnvironmentInfo,
+    Infrastructure,
+    RunRecord,
+    SeedInfo,
+    UntrackedBinary,
+)
+from auditor.lineage.redact import redact_argv, redact_diff, redact_mapping, redact_text, redact_value
+
+# Environment variables that shape numerics or placement; everything else is ignored
+# (allowlist, so a credential in the environment can never reach a record).
+ENV_ALLOWLIST = (
+    "PYTHONHASHSEED",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "MKL_CBWR",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+    "NUMEXPR_NUM_THREADS",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_DETERMINISTIC",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+    "TZ",
+    "LANG",
+    "LC_ALL",
+    "REPRO_IMAGE",
+    "REPRO_IMAGE_DIGEST",
+    "REPRO_INSTANCE_TYPE",
+    "REPRO_TORCH_THREADS",
+)
+LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock", "pdm.lock", "conda-lock.yml", "requirements.lock", "requirements.txt")
+ENV_CONFIG_PREFIX = "REPRO_CFG__"
+MAX_BINARY_IN_DIFF = 1 << 20  # untracked binaries above this are listed by hash only
+
+
+@dataclass(frozen=True)
+class Captured:
+    """A captured record and the diff to store beside it (``diff.patch``) when the tree was dirty."""
+
+    record: RunRecord
+    diff: str | None
+
+
+# -- git ---------------------------------------------------------------------
+def _git(args: Sequence[str], cwd: Path, *, env: Mapping[str, str] | None = None, text: bool = True) -> Any:
+    result = subprocess.run(
+        ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=off", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=text,
+        env={**os.environ, "LC_ALL": "C", **(env or {})},
+        check=False,
+    )
+    if result.returncode != 0:
+        stderr = result.stderr if text else result.stderr.decode("utf-8", "replace")
+        raise _GitFailed(stderr.strip() or f"git {' '.join(args)} exited {result.returncode}")
+    return result.stdout
+
+
+class _GitFailed(Exception):
+    pass
+
+
+def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
+    """Commit, dirty flag and a diff covering staged, unstaged and untracked files.
+
+    The diff is taken against HEAD through a *temporary* index (a copy of the real
+    one, so git's stat cache keeps it fast) into which every untracked,
+    non-ignored file is added: applying it to a clean checkout of the commit
+    reproduces the working tree byte for byte. The user's own index is untouched.
+    """
+    repo_dir = Path(repo_dir).resolve()
+    if shutil.which("git") is None:
+        return CodeInfo(git_error="git is not installed"), None
+    try:
+        top = Path(_git(["rev-parse", "--show-toplevel"], repo_dir).strip())
+    except (_GitFailed, OSError) as exc:
+        return CodeInfo(git_error=f"not a git repository: {repo_dir} ({exc})"), None
+    subdir = "" if top == repo_dir else repo_dir.relative_to(top).as_posix()
+    try:
+        commit = _git(["rev-parse", "--verify", "HEAD^{commit}"], top).strip()
+    except _GitFailed:
+        return CodeInfo(subdir=subdir, git_error=f"repository {top} has no commit yet"), None
+    try:
+        url = _git(["remote", "get-url", "origin"], top).strip()
+    except _GitFailed:
+        url = top.as_uri()
+    status = _git(["status", "--porcelain", "--untracked-files=all"], top)
+    dirty = bool(status.strip())
+    code = CodeInfo(repo_url=redact_text(url), commit=commit, dirty=dirty, subdir=subdir)
+    if not dirty:
+        return code, None
+
+    diff_bytes, binaries = _diff_against_head(top)
+    diff, redactions = redact_diff(diff_bytes.decode("utf-8", "replace"))
+    code = code.model_copy(
+        update={
+            "diff_redactions": redactions,
+            "diff_digest": "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest(),
+            "diff_file": DIFF_FILE,
+            "untracked_binary": binaries,
+        }
+    )
+    return code, diff
+
+
+def _diff_against_head(top: Path) -> tuple[bytes, list[UntrackedBinary]]:
+    import tempfile
+
+    real_index = Path(_git(["rev-parse", "--git-path", "index"], top).strip())
+    if not real_index.is_absolute():
+        real_index = top / real_index
+    with tempfile.TemporaryDirectory(prefix="repro-index-") as tmp:
+        index = Path(tmp) / "index"
+        if real_index.exists():
+            shutil.copyfile(real_index, index)
+        env = {"GIT_INDEX_FILE": str(index)}
+        untracked = [p for p in _git(["ls-files", "--others", "--exclude-standard", "-z"], top).split("\0") if p]
+        _git(["add", "-A", "--", "."], top, env=env)
+        binaries: list[UntrackedBinary] = []
+        excluded: list[str] = []
+        numstat = _git(["diff", "--cached", "--numstat", "-z", "HEAD"], top, env=env)
+        binary_paths = {entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("-\t-\t")}
+        for path in untracked:
+            if path in binary_paths:
+                data = (top / path).read_bytes()
+                binaries.append(UntrackedBinary(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+                if len(data) > MAX_BINARY_IN_DIFF:
+                    excluded.append(path)
+        pathspec = ["--", ".", *[f":(exclude,literal){p}" for p in excluded]]
+        diff = _git(["diff", "--cached", "--binary", "--full-index", "HEAD", *pathspec], top, env=env, text=False)
+    return diff, binaries
+
+
+# -- config --------------------------------------------------------------------
+def _load_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) if path.suffix.lower() in {".yaml", ".yml"} else __import__("json").loads(text)
+    except (yaml.YAMLError, ValueError) as exc:
+        raise BadInput(f"config file {path} does not parse: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadInput(f"config file {path} must hold a mapping at the top level, not {type(data).__name__}")
+    return data
+
+
+def _set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = target
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def _parse_scalar(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def resolve_config(
+    source: Path | str | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> ConfigInfo:
+    """Merge file (or dict), ``REPRO_CFG__a__b=v`` environment variables and ``a.b=v`` CLI overrides.
+
+    Later sources win; each flattened key remembers where its value came from.
+    Credential-shaped values are redacted before the digest is taken.
+    """
+    env = os.environ if env is None else env
+    resolved: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    file_name: str | None = None
+    if isinstance(source, Mapping):
+        base, origin = dict(source), "default"
+    elif source is not None:
+        path = Path(source)
+        base, origin, file_name = _load_config_file(path), "file", path.name
+    else:
+        base, origin = {}, "default"
+    for key, value in _flatten(base).items():
+        if key:
+            _set_path(resolved, key, value)
+            sources[key] = origin
+    for name in sorted(env):
+        if name.startswith(ENV_CONFIG_PREFIX):
+            key = name[len(ENV_CONFIG_PREFIX) :].lower().replace("__", ".")
+            _set_path(resolved, key, _parse_scalar(env[name]))
+            sources[key] = "env"
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise BadInput(f"config override {item!r} is not key=value", hint="write e.g. lr=0.01 or model.hidden=64")
+        key, _, raw = item.partition("=")
+        key = key.strip().lstrip("-")
+        _set_path(resolved, key, _parse_scalar(raw))
+        sources[key] = "cli"
+    # a key overridden as a whole mapping drops its children's stale sources
+    flat = _flatten(resolved)
+    sources = {k: v for k, v in sources.items() if k in flat or any(f.startswith(k + ".") for f in flat)}
+    redacted = redact_mapping(resolved)
+    return ConfigInfo(resolved=redacted, digest=digest(redacted), sources=sources, file=file_name)
+
+
+# -- environment -----------------------------------------------------------------
+def installed_packages() -> dict[str, str]:
+    """Every installed distribution as normalised name -> exact version (importlib.metadata).
+
+    Name and version come from the ``name-version.dist-info`` folder when there
+    is one (what pip and uv write), which skips parsing 300 METADATA files.
+    """
+    packages: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        folder = getattr(dist, "_path", None)
+        stem = folder.name[: -len(".dist-info")] if folder is not None and folder.name.endswith(".dist-info") else ""
+        name, _, version = stem.partition("-")
+        if not (name and version and "-" not in version):
+            name, version = dist.metadata.get("Name") or "", dist.version
+        if name:
+            packages[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return dict(sorted(packages.items()))
+
+
+def _lock_file(search: Sequence[Path]) -> tuple[str | None, str | None]:
+    for folder in search:
+        for name in LOCK_FILES:
+            path = folder / name
+            if path.is_file():
+                if name == "requirements.txt" and not _fully_pinned(path):
+                    continue  # unpinned requirements are a wish, not a lock
+                return name, "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    return None, None
+
+
+def _fully_pinned(path: Path) -> bool:
+    lines = [ln.split("#")[0].strip() for ln in path.read_text(errors="replace").splitlines()]
+    reqs = [ln for ln in lines if ln and not ln.startswith("-")]
+    return bool(reqs) and all("==" in ln for ln in reqs)
+
+
+def _cpu() -> tuple[str | None, str | None]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or None, None
+    model = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    flags = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
+    flags_digest = None
+    if flags:
+        flags_digest = "sha256:" + hashlib.sha256(" ".join(sorted(flags.group(1).split())).encode()).hexdigest()
+    return (model.group(1).strip() if model else None), flags_digest
+
+
+def _torch_facts() -> dict[str, Any]:
+    if importlib.util.find_spec("torch") is None:
+        return {"torch_error": "torch is not installed"}
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - a broken torch is a fact to record
+        return {"torch_error": f"torch failed to import: {exc}"}
+    facts: dict[str, Any] = {"torch": torch.__version__, "cuda": torch.version.cuda}
+    try:
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        facts["cudnn"] = str(cudnn) if cudnn else None
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            facts["accelerator"] = torch.cuda.get_device_name(0)
+            facts["accelerator_count"] = count
+            facts["driver"] = _nvidia_driver()
+    except Exception as exc:  # noqa: BLE001
+        facts["torch_error"] = f"could not query CUDA: {exc}"
+    return facts
+
+
+def _nvidia_driver() -> str | None:
+    path = Path("/proc/driver/nvidia/version")
+    if path.exists():
+        match = re.search(r"Kernel Module\s+([\d.]+)", path.read_text())
+        if match:
+            return match.group(1)
+    return None
+
+
+def _threads(env: Mapping[str, str]) -> dict[str, Any]:
+    threads: dict[str, Any] = {"cpu_count": os.cpu_count()}
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "REPRO_TORCH_THREADS"):
+        threads[name] = env.get(name)
+    if "torch" in sys.modules:  # only read it when training already imported torch
+        threads["torch_intra_op"] = sys.modules["torch"].get_num_threads()
+    return threads
+
+
+def _image(env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    ref = env.get("REPRO_IMAGE") or None
+    image_digest = env.get("REPRO_IMAGE_DIGEST") or None
+    if ref and "@sha256:" in ref and not image_digest:
+        image_digest = ref.split("@", 1)[1]
+    return ref, image_digest
+
+
+def environment_info(env: Mapping[str, str] | None = None, *, search: Sequence[Path] = (Path("."),)) -> EnvironmentInfo:
+    """Interpreter, platform, packages, lock file, image, accelerator and threads of *this* process."""
+    env = os.environ if env is None else env
+    lock_file, lock_digest = _lock_file(search)
+    cpu_model, cpu_flags = _cpu()
+    image_ref, image_digest = _image(env)
+    variables = {k: redact_value(k, env[k]) for k in ENV_ALLOWLIST if k in env}
+    return EnvironmentInfo(
+        python=platform.python_version(),
+        implementation=platform.python_implementation(),
+        platform=platform.platform(),
+        machine=platform.machine(),
+        packages=installed_packages(),
+        lock_file=lock_file,
+        lock_digest=lock_digest,
+        image_ref=image_ref,
+        image_digest=image_digest,
+        cpu_model=cpu_model,
+        cpu_flags_digest=cpu_flags,
+        threads=_threads(env),
+        variables=variables,
+        **_torch_facts(),
+    )
+
+
+def infrastructure_info(env: Mapping[str, str] | None = None) -> Infrastructure:
+    env = os.environ if env is None else env
+    try:
+        world = int(env.get("WORLD_SIZE", "1"))
+    except ValueError:
+        world = 1
+    return Infrastructure(
+        world_size=world,
+        hostname=socket.gethostname(),
+        instance_type=env.get("REPRO_INSTANCE_TYPE") or None,
+    )
+
+
+# -- data ------------------------------------------------------------------------
+def parse_data_ref(spec: str) -> tuple[str, DataRef]:
+    """``NAME=URI@VERSION`` -> (name, DataRef). A snapshot id (``blake3:…``) makes a snapshot ref."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest:
+        raise BadInput(f"data ref {spec!r} is not NAME=URI@VERSION", hint="e.g. train=.repro/snapshots@blake3:…")
+    uri, at, version = rest.rpartition("@")
+    if not at:
+        uri, version = rest, None
+    elif "://" in version or "/" in version:  # the @ was part of the URI (user@host), not a version
+        uri, version = rest, None
+    return name.strip(), _data_ref(uri, version)
+
+
+def _data_ref(uri: str, version: str | None) -> DataRef:
+    if version and re.fullmatch(r"(blake3|sha256):[0-9a-f]{64}", version):
+        return DataRef(kind="snapshot", uri=uri, version=version)
+    if uri.startswith("delta+") or uri.endswith("_delta_log"):
+        return DataRef(kind="delta", uri=uri, version=version)
+    if uri.startswith("s3://") and version:
+        return DataRef(kind="s3-versioned", uri=uri, version=version)
+    if "://" not in uri and not uri.startswith((".", "/")) and "/" not in uri:
+        return DataRef(kind="table", uri=uri, version=version)
+    return DataRef(kind="path", uri=uri, version=version)
+
+
+def _as_ref(value: str | DataRef | Mapping[str, Any]) -> DataRef:
+    if isinstance(value, DataRef):
+        return value
+    if isinstance(value, Mapping):
+        return DataRef.model_validate(dict(value))
+    return parse_data_ref(f"x={value}")[1]
+
+
+# -- the whole record ----------------------------------------------------------------
+def capture(
+    *,
+    repo_dir: Path | str = ".",
+    config: Path | str | Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    data: Mapping[str, str | DataRef | Mapping[str, Any]] | None = None,
+    seeds: SeedInfo | None = None,
+    entrypoint: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Captured:
+    """Gather every section of a run record for the current process and repository."""
+    from auditor import __version__
+
+    env = os.environ if env is None else env
+    repo_dir = Path(repo_dir)
+    code, diff = git_info(repo_dir)
+    if entrypoint is None:
+        entrypoint = ["python", *sys.argv] if sys.argv and sys.argv[0] else None
+    if entrypoint is not None:
+        code = code.model_copy(update={"entrypoint": redact_argv(list(entrypoint))})
+    record = RunRecord(
+        created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        code=code,
+        data={name: _as_ref(ref) for name, ref in (data or {}).items()},
+        config=resolve_config(config, overrides, env),
+        environment=environment_info(env, search=(repo_dir, repo_dir.resolve().parent)),
+        seeds=seeds,
+        infrastructure=infrastructure_info(env),
+    )
+    return Captured(record=record, diff=diff)
