@@ -1,0 +1,204 @@
+"""The tiered verdict: which guarantee a rebuild earns, each tier reported on its own.
+
+Tiers, weakest to strongest:
+
+- ``lineage``: the gate's findings on the record; a blocking one fails the tier.
+- ``artifact_recovery``: the registered weights still hash to the recorded sha256, every input could
+  be recovered, and (when the pipeline re-evaluated them) the registered weights reproduce the
+  registered metrics to within float resolution.
+- ``statistical``: every banded metric of the rebuild lies inside its band (edges pass; NaN, ±inf,
+  missing or non-numeric values never do). Metrics without a band are reported, not judged.
+- ``bitwise``: the rebuilt weights equal the registered ones, compared by integer view.
+
+The overall verdict, first rule that applies:
+
+1. ``NOT_REPRODUCIBLE`` when lineage or artifact recovery fails, or the recipe itself failed to run:
+   retrying cannot change those, so they win over an infrastructure error.
+2. ``ERROR`` when infrastructure failed (retryable).
+3. ``OUT_OF_TOLERANCE`` when the statistical tier fails: a failed tier is never hidden by a stronger
+   one that passed (bit-identical weights with a NaN metric are not "reproduced").
+4. ``REPRODUCED_BITWISE`` when the bitwise tier passes.
+5. ``REPRODUCED_WITHIN_TOLERANCE`` when the statistical tier passes.
+6. ``OUT_OF_TOLERANCE`` when the weights differ and no band says by how much they may: with nothing
+   declared or calibrated, the tolerance is zero.
+7. ``NOT_REPRODUCIBLE`` when there was nothing to judge the rebuild by (no weights and no band).
+
+A tier with no data is ``skipped`` (artifact recovery not checked, no band, no rebuilt weights) and
+never fails the verdict on its own. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from auditor.judge.calibrate import resolution
+from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
+from auditor.judge.tolerance import as_number, check_metric
+from auditor.lineage.findings import Finding
+
+#: how far a re-evaluation of the *same* weights may drift from the registered metric, relative; only
+#: the reduction order differs, which moves a float32 mean by far less than this
+EVAL_REL_TOL = 1e-5
+
+
+class RecoveryCheck(BaseModel):
+    """What the pipeline found when it tried to recover the registered artifact and the inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    artifact: str = "model.safetensors"
+    expected_sha256: str | None = None  # from record.outputs.artifacts; None: the record holds none
+    actual_sha256: str | None = None  # of the registered file as downloaded now; None: file missing
+    registered: dict[str, float | str | None] = Field(default_factory=dict)  # record.outputs.metrics
+    evaluated: dict[str, float | str | None] | None = None  # registered weights re-evaluated; None: not done
+    unrecoverable: list[str] = Field(default_factory=list)  # e.g. "data.train: snapshot blake3:… is gone"
+
+
+def _hex(digest: str) -> str:
+    return digest.lower().removeprefix("sha256:")
+
+
+def _lineage(findings: Sequence[Finding]) -> TierResult:
+    blocking = [f for f in findings if f.blocking]
+    details = [str(f) for f in blocking] + [str(f) for f in findings if not f.blocking]
+    if blocking:
+        return TierResult(
+            name="lineage", status="fail", summary=f"{len(blocking)} blocking finding(s)", details=details
+        )
+    summary = "complete" if not findings else f"complete, {len(findings)} warning(s)"
+    return TierResult(name="lineage", status="pass", summary=summary, details=details)
+
+
+def _eval_band(name: str, registered: float) -> Band:
+    half = max(EVAL_REL_TOL * abs(registered), resolution([registered]))
+    return Band(metric=name, lower=registered - half, upper=registered + half, reference=registered)
+
+
+def _recovery(check: RecoveryCheck | None) -> TierResult:
+    if check is None:
+        return TierResult(name="artifact_recovery", status="skipped", summary="not checked")
+    problems = list(check.unrecoverable)
+    if check.expected_sha256 is None:
+        problems.append(f"{check.artifact}: the record holds no sha256, so the registered file cannot be proven")
+    elif check.actual_sha256 is None:
+        problems.append(f"{check.artifact}: the registered file is missing")
+    elif _hex(check.expected_sha256) != _hex(check.actual_sha256):
+        problems.append(
+            f"{check.artifact}: sha256 is {check.actual_sha256}, the record says {check.expected_sha256} "
+            "(altered after registration)"
+        )
+    notes = []
+    if check.evaluated is None:
+        notes.append("registered metrics not re-evaluated")
+    else:
+        for name in sorted(check.evaluated):
+            registered = as_number(check.registered.get(name))
+            if name not in check.registered:
+                notes.append(f"{name}: not among the registered metrics; not compared")
+            elif registered is None or not math.isfinite(registered):
+                problems.append(f"{name}: registered value {check.registered[name]!r} cannot be reproduced")
+            else:
+                result = check_metric(check.evaluated[name], _eval_band(name, registered), registered=registered)
+                if not result.inside:
+                    problems.append(
+                        f"{name}: registered weights evaluate to {check.evaluated[name]!r}, "
+                        f"registered {registered!r}: {result.reason}"
+                    )
+    if problems:
+        return TierResult(name="artifact_recovery", status="fail", summary=problems[0], details=problems + notes)
+    summary = "weights match the recorded sha256" + ("" if check.evaluated is None else " and reproduce the metrics")
+    return TierResult(name="artifact_recovery", status="pass", summary=summary, details=notes)
+
+
+def _statistical(results: Sequence[MetricResult], rebuild_error: str | None, error: str | None) -> TierResult:
+    if rebuild_error is not None:
+        return TierResult(name="statistical", status="fail", summary=f"rebuild failed: {rebuild_error}")
+    if error is not None:
+        return TierResult(name="statistical", status="error", summary=f"not judged: {error}")
+    judged = [m for m in results if m.band is not None]
+    unbanded = [f"{m.name}: {m.reason or 'no band'}" for m in results if m.band is None]
+    if not judged:
+        return TierResult(
+            name="statistical",
+            status="skipped",
+            summary="no metric has a band: declare one or run `repro-audit calibrate`",
+            details=unbanded,
+        )
+    failed = [m for m in judged if m.inside is not True]
+    details = (
+        [f"{m.name}: {m.reason}" for m in failed] + [f"{m.name}: {m.reason}" for m in judged if m.inside] + unbanded
+    )
+    if failed:
+        names = ", ".join(m.name for m in failed)
+        return TierResult(
+            name="statistical",
+            status="fail",
+            summary=f"{len(failed)} of {len(judged)} banded metric(s) outside: {names}",
+            details=details,
+        )
+    return TierResult(
+        name="statistical", status="pass", summary=f"all {len(judged)} banded metric(s) inside", details=details
+    )
+
+
+def _bitwise(diff: WeightDiff | None, rebuild_error: str | None, error: str | None) -> TierResult:
+    if rebuild_error is not None:
+        return TierResult(name="bitwise", status="fail", summary=f"rebuild failed: {rebuild_error}")
+    if error is not None and diff is None:
+        return TierResult(name="bitwise", status="error", summary=f"not judged: {error}")
+    if diff is None:
+        return TierResult(name="bitwise", status="skipped", summary="no rebuilt weights to compare")
+    if diff.identical:
+        return TierResult(name="bitwise", status="pass", summary=f"all {diff.tensors} tensor(s) bit-identical")
+    details = [f"only in registered: {name}" for name in diff.only_in_a]
+    details += [f"only in rebuild: {name}" for name in diff.only_in_b]
+    details += [f"shape or dtype differs: {name}" for name in diff.mismatched]
+    details += [
+        f"{t.name}: max |Δ| {t.max_abs}, rel L2 {t.rel_l2}, cosine {t.cosine} {t.note}".rstrip() for t in diff.worst
+    ]
+    summary = f"{diff.differing} of {diff.tensors} tensor(s) differ"
+    if diff.max_abs is not None:
+        summary += f", max |Δ| {diff.max_abs:.3g}"
+    return TierResult(name="bitwise", status="fail", summary=summary, details=details)
+
+
+def judge(
+    *,
+    findings: Sequence[Finding],
+    recovery: RecoveryCheck | None,
+    metric_results: Sequence[MetricResult],
+    weight_diff: WeightDiff | None,
+    error: str | None = None,
+    rebuild_error: str | None = None,
+) -> tuple[Verdict, dict[str, TierResult]]:
+    """The overall verdict and every tier's result (rules in the module docstring).
+
+    ``error`` is an infrastructure failure (retryable); ``rebuild_error`` is the recorded recipe failing
+    to run or to leave its outputs, which no retry fixes.
+    """
+    tiers = {
+        "lineage": _lineage(findings),
+        "artifact_recovery": _recovery(recovery),
+        "statistical": _statistical(metric_results, rebuild_error, error),
+        "bitwise": _bitwise(weight_diff, rebuild_error, error),
+    }
+    status = {name: tier.status for name, tier in tiers.items()}
+    if "fail" in (status["lineage"], status["artifact_recovery"]) or rebuild_error is not None:
+        verdict = Verdict.NOT_REPRODUCIBLE
+    elif error is not None:
+        verdict = Verdict.ERROR
+    elif status["statistical"] == "fail":
+        verdict = Verdict.OUT_OF_TOLERANCE
+    elif status["bitwise"] == "pass":
+        verdict = Verdict.REPRODUCED_BITWISE
+    elif status["statistical"] == "pass":
+        verdict = Verdict.REPRODUCED_WITHIN_TOLERANCE
+    elif status["bitwise"] == "fail":
+        verdict = Verdict.OUT_OF_TOLERANCE
+    else:
+        verdict = Verdict.NOT_REPRODUCIBLE
+        tiers["statistical"].details.append("nothing to judge the rebuild by: no band and no rebuilt weights")
+    return verdict, tiers
