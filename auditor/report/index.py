@@ -1,0 +1,163 @@
+"""The index page over every published audit, built from the ledger alone (one read, not one per report).
+
+A sortable, filterable table (a few lines of our own inline script, allowed by
+a CSP hash) and, per model, the verdicts over time and each metric's distance
+to its band over time. The small SVG sparklines are written by hand: a
+matplotlib figure per model costs ~50 ms, far too much for thousands of audits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from auditor.report.render import environment, script_hash
+from auditor.storage.base import BlobStore
+
+INDEX_FILE = "index.html"
+VERDICT_COLORS = {
+    "REPRODUCED_BITWISE": "#2e7d32",
+    "REPRODUCED_WITHIN_TOLERANCE": "#2e7d32",
+    "OUT_OF_TOLERANCE": "#b26a00",
+    "NOT_REPRODUCIBLE": "#c62828",
+    "ERROR": "#5d1a1a",
+}
+# Only links the publisher itself makes: a ledger edited to hold "javascript:…" must not become one.
+_SAFE_HREF = re.compile(r"^[A-Za-z0-9_-]+\.html$")
+_MAX_CHIPS = 60
+_SPARK_POINTS = 60
+
+
+def _version_key(version: str) -> str:
+    try:
+        number = float(version)
+    except (TypeError, ValueError):
+        return ""
+    return repr(number) if math.isfinite(number) else ""
+
+
+def _frames(entries: list[dict[str, Any]]) -> tuple[Any, Any]:
+    import pandas as pd
+
+    audits = pd.DataFrame.from_records(
+        [
+            {
+                "seq": e.get("seq"),
+                "model": str((e.get("audit") or {}).get("model")),
+                "version": str((e.get("audit") or {}).get("version")),
+                "audit_id": str((e.get("audit") or {}).get("audit_id")),
+                "verdict": str(e.get("verdict")),
+                "date": e.get("date") or e.get("published_at") or "",
+                "report": (e.get("report") or {}).get("key") or "",
+            }
+            for e in entries
+        ],
+        columns=["seq", "model", "version", "audit_id", "verdict", "date", "report"],
+    )
+    metrics = pd.DataFrame.from_records(
+        [
+            {
+                "model": str((e.get("audit") or {}).get("model")),
+                "seq": e.get("seq"),
+                "date": e.get("date") or e.get("published_at") or "",
+                "metric": str(name),
+                "distance": m.get("distance") if isinstance(m.get("distance"), (int, float)) else None,
+            }
+            for e in entries
+            for name, m in (e.get("metrics") or {}).items()
+        ],
+        columns=["model", "seq", "date", "metric", "distance"],
+    )
+    for frame in (audits, metrics):
+        frame["when"] = pd.to_datetime(frame["date"], utc=True, errors="coerce", format="ISO8601")
+    metrics["distance"] = pd.to_numeric(metrics["distance"], errors="coerce")
+    return audits, metrics
+
+
+def _spark(distances: list[float]) -> dict[str, Any]:
+    values = distances[-_SPARK_POINTS:]
+    scale = max((abs(v) for v in values), default=0.0) or 1.0
+    step = 6
+    coords = [(i * step + 2, round(14 - 12 * v / scale, 2)) for i, v in enumerate(values)]
+    return {
+        "width": max(len(values) * step + 4, 40),
+        "points": " ".join(f"{x},{y}" for x, y in coords),
+        "outside": [c for c, v in zip(coords, values, strict=True) if v > 0],
+    }
+
+
+def _models(audits: Any, metrics: Any) -> list[dict[str, Any]]:
+    # Aggregate to Python lists in one groupby each: iterating pandas groups costs ~1 ms a group.
+    history: dict[str, list[dict[str, Any]]] = {}
+    clean = metrics.dropna(subset=["distance"]).sort_values(["when", "seq"], kind="stable")
+    for (model, metric), values in clean.groupby(["model", "metric"], sort=True)["distance"].agg(list).items():
+        history.setdefault(model, []).append(
+            {
+                "metric": metric,
+                "latest": values[-1],
+                "worst": max(values),
+                "n": len(values),
+                "n_outside": sum(1 for v in values if v > 0),
+                **_spark(values),
+            }
+        )
+    ordered = audits.sort_values(["when", "seq"], kind="stable")
+    summary = ordered.groupby("model", sort=True).agg(count=("seq", "size"), latest=("date", "last"))
+    recent = ordered.groupby("model", sort=False).tail(_MAX_CHIPS).groupby("model", sort=True).agg(
+        verdicts=("verdict", list), dates=("date", list), versions=("version", list)
+    )
+    models = []
+    for model, count, latest, verdicts, dates, versions in zip(
+        summary.index, summary["count"], summary["latest"], recent["verdicts"], recent["dates"], recent["versions"],
+        strict=True,
+    ):
+        chips = [
+            {"x": i * 10, "color": VERDICT_COLORS.get(v, "#5b636e"), "title": f"{d} v{ver} {v}"}
+            for i, (v, d, ver) in enumerate(zip(verdicts, dates, versions, strict=True))
+        ]
+        models.append(
+            {
+                "name": model,
+                "count": int(count),
+                "latest": latest,
+                "chips": chips,
+                "chips_width": max(len(chips) * 10, 10),
+                "metrics": history.get(model, []),
+            }
+        )
+    return models
+
+
+def render_index(entries: list[dict[str, Any]]) -> str:
+    """The index page for these ledger entries."""
+    audits, metrics = _frames(entries)
+    ordered = audits.sort_values(["when", "seq"], ascending=False, kind="stable")
+    rows = [
+        {
+            "seq": r.seq,
+            "model": r.model,
+            "version": r.version,
+            "version_key": _version_key(r.version),
+            "audit_id": r.audit_id,
+            "verdict": r.verdict,
+            "date": r.date,
+            "date_text": r.when.strftime("%Y-%m-%d %H:%M") if r.when == r.when else r.date,
+            "href": r.report if _SAFE_HREF.match(r.report) else None,
+        }
+        for r in ordered.itertuples(index=False)
+    ]
+    counts = audits["verdict"].value_counts().sort_index()
+    return environment().get_template("index.html.j2").render(
+        audits=rows,
+        models=_models(audits, metrics),
+        counts=list(counts.items()),
+        verdicts=list(VERDICT_COLORS),
+        head=entries[-1].get("hash") if entries else None,
+        script_hash=script_hash("index.js"),
+    )
+
+
+def write_index(store: BlobStore, entries: list[dict[str, Any]]) -> None:
+    """(Re)write ``index.html`` in ``store`` from the ledger entries."""
+    store.write(INDEX_FILE, render_index(entries).encode("utf-8"), overwrite=True)

@@ -1,0 +1,60 @@
+"""The Object Lock check: when required, publish only into a bucket that keeps every version for long enough.
+
+We ask the bucket for its lock configuration ourselves rather than trusting
+that writes would fail: S3-compatible servers (moto among them) accept writes
+to buckets whose retention was shortened or downgraded, so a refused write
+would never tell us.
+"""
+
+from __future__ import annotations
+
+import json
+
+from auditor.errors import BadInput
+from auditor.storage.base import BlobStore
+
+DAYS_PER_YEAR = 365
+
+
+def _config_hint(bucket: str, days: int) -> str:
+    config = {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": days}}}
+    return (
+        f"create the bucket with Object Lock enabled, then: aws s3api put-object-lock-configuration --bucket {bucket} "
+        f"--object-lock-configuration '{json.dumps(config)}'; or set REPRO_REQUIRE_OBJECT_LOCK=false"
+    )
+
+
+def require_object_lock(store: BlobStore, retention_days: int) -> None:
+    """Raise ``BadInput`` unless ``store`` is an S3 bucket with default COMPLIANCE retention >= ``retention_days``."""
+    bucket = getattr(store, "bucket", None)
+    if bucket is None:
+        raise BadInput(
+            f"REPRO_REQUIRE_OBJECT_LOCK is set but {store.uri} is not an S3 bucket, so nothing there is locked",
+            hint="publish to s3://bucket/prefix with Object Lock, or set REPRO_REQUIRE_OBJECT_LOCK=false",
+        )
+    from auditor.storage.s3 import error_code, translate
+
+    try:
+        answer = store.client.get_object_lock_configuration(Bucket=bucket)
+    except Exception as exc:
+        if error_code(exc) == "ObjectLockConfigurationNotFoundError":
+            raise BadInput(
+                f"refusing to publish to s3://{bucket}: the bucket has no Object Lock configuration",
+                hint=_config_hint(bucket, retention_days),
+            ) from None
+        if not type(exc).__module__.startswith("botocore"):
+            raise
+        raise translate(exc, bucket, action="read the Object Lock configuration of") from exc
+    config = answer.get("ObjectLockConfiguration") or {}
+    retention = (config.get("Rule") or {}).get("DefaultRetention") or {}
+    mode = retention.get("Mode")
+    days = int(retention.get("Days") or 0) or int(retention.get("Years") or 0) * DAYS_PER_YEAR
+    problem = None
+    if config.get("ObjectLockEnabled") != "Enabled":
+        problem = "Object Lock is not enabled"
+    elif mode != "COMPLIANCE":
+        problem = f"its default retention mode is {mode or 'unset'}, not COMPLIANCE (governance mode can be lifted)"
+    elif days < retention_days:
+        problem = f"its default retention is {days} days, less than the required {retention_days}"
+    if problem:
+        raise BadInput(f"refusing to publish to s3://{bucket}: {problem}", hint=_config_hint(bucket, retention_days))
