@@ -80,7 +80,15 @@ class RebuildFailed(ReproError):
     exit_code = 1
 
 
+class InputUnrecoverable(RebuildFailed):
+    """A recorded input cannot be recovered: commit gone, diff does not apply, snapshot lost."""
+
+
 class InfrastructureError(ReproError):
     """Something outside the input failed (network, engine, server); retrying may help."""
 
     exit_code = 3
+
+
+class RunFailed(InfrastructureError):
+    """The training entrypoint exited non-zero or timed out during a rebuild (the log tail says why)."""

@@ -1,0 +1,1 @@
+"""Rebuilding a recorded run: the workspace, the runners, and environment drift."""

@@ -1,0 +1,262 @@
+"""Runners: run a recorded entry point somewhere and say how it went.
+
+One small interface, ``Runner.run(spec) -> RunOutcome``, two implementations:
+``ProcessRunner`` here (a subprocess in the auditor's own interpreter) and
+``DockerRunner`` in ``runners_docker`` (a locked-down container, image pinned by
+digest). The runner owns the *path* half of the entry-point contract
+(``REPRO_OUTPUT_DIR``, ``REPRO_DATA_<NAME>``, ``REPRO_CONFIG``, ``REPRO_REBUILD``)
+because only it knows where those paths are as the training script sees them;
+everything else (seeds, thread pins) arrives ready-made in ``spec.env``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from auditor.errors import BadInput, RebuildFailed
+
+if TYPE_CHECKING:
+    from auditor.lineage.record import EnvironmentInfo
+
+LOG_FILE = "rebuild.log"
+TAIL_CHARS = 8000
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Only these parent variables reach a rebuild: a training script never sees the
+# auditor's cloud credentials, tracking URIs or tokens.
+ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A container image as recorded: a reference and, to be usable, its digest."""
+
+    ref: str
+    digest: str | None = None
+
+    def pinned_digest(self) -> str:
+        """The recorded ``sha256:…`` digest; ``BadInput`` when only a tag was recorded."""
+        digest = self.digest
+        if digest is None and "@" in self.ref:
+            digest = self.ref.rsplit("@", 1)[1]
+        elif digest is None and _DIGEST.match(self.ref):
+            digest = self.ref  # an image id on its own is as immutable as a digest
+        if digest is None:
+            raise BadInput(
+                f"image {self.ref!r} is recorded by tag only; a tag can move, so it cannot be rebuilt",
+                hint="record the digest (REPRO_IMAGE_DIGEST, or ref@sha256:…) at training time",
+            )
+        if not _DIGEST.match(digest):
+            raise BadInput(f"image {self.ref!r} has digest {digest!r}, expected sha256:<64 hex>")
+        return digest
+
+    @classmethod
+    def from_environment(cls, env: EnvironmentInfo) -> ImageRef | None:
+        """The image named by a record's environment section, or None when it names none."""
+        if not env.image_ref and not env.image_digest:
+            return None
+        return cls(ref=env.image_ref or env.image_digest or "", digest=env.image_digest)
+
+
+@dataclass(frozen=True)
+class AcceleratorRequest:
+    """What the rebuild needs besides CPUs; ``count=-1`` means every visible device."""
+
+    kind: str = "gpu"
+    count: int = 1
+    model: str | None = None
+
+    @classmethod
+    def from_environment(cls, env: EnvironmentInfo) -> AcceleratorRequest | None:
+        """The accelerator a record's environment used, or None for a CPU run."""
+        if not env.accelerator or env.accelerator_count <= 0:
+            return None
+        return cls(kind="gpu", count=env.accelerator_count, model=env.accelerator)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a runner needs; paths are host paths, the runner maps them."""
+
+    argv: list[str]
+    cwd: Path  # the project directory inside the workspace
+    output_dir: Path
+    env: Mapping[str, str] = field(default_factory=dict)  # REPRO_SEED, thread pins, …
+    data: Mapping[str, Path] = field(default_factory=dict)  # name -> materialised, verified snapshot dir
+    config_file: Path | None = None  # the resolved config as JSON
+    timeout_s: float = 3600.0
+    image: ImageRef | None = None  # required by the Docker runner, ignored by the process runner
+    accelerator: AcceleratorRequest | None = None
+    log_path: Path | None = None  # default: output_dir / rebuild.log
+
+    @property
+    def log_file(self) -> Path:
+        return self.log_path or self.output_dir / LOG_FILE
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended. ``exit_code`` is negative when a signal ended the process."""
+
+    exit_code: int
+    wall_s: float
+    log: str
+    log_path: Path
+    timed_out: bool = False
+    accelerator_s: float | None = None  # device-seconds; None on CPU
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def log_tail(self) -> str:
+        return self.log[-TAIL_CHARS:]
+
+
+class Runner(Protocol):
+    """Runs one ``RunSpec``. Raises ``BadInput``/``RebuildFailed`` for an unusable spec and
+    ``InfrastructureError`` when the machinery fails; a script that fails is an outcome, not an error."""
+
+    name: str
+
+    def run(self, spec: RunSpec) -> RunOutcome: ...
+
+
+def data_env_name(name: str) -> str:
+    """``REPRO_DATA_<NAME>``: upper-cased, every non-alphanumeric character as ``_``."""
+    return "REPRO_DATA_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def contract_env(*, output_dir: str, data: Mapping[str, str], config_file: str | None) -> dict[str, str]:
+    """The path variables of the entry-point contract, as the script will see them."""
+    env = {"REPRO_REBUILD": "1", "REPRO_OUTPUT_DIR": output_dir}
+    seen: dict[str, str] = {}
+    for name, path in data.items():
+        key = data_env_name(name)
+        if key in seen:
+            raise BadInput(f"data refs {seen[key]!r} and {name!r} both map to {key}", hint="rename one of them")
+        seen[key] = name
+        env[key] = path
+    if config_file is not None:
+        env["REPRO_CONFIG"] = config_file
+    return env
+
+
+def accelerator_seconds(spec: RunSpec, wall_s: float) -> float | None:
+    """Device-seconds billed to a run: wall time times devices requested (all visible counts as one)."""
+    if spec.accelerator is None:
+        return None
+    return wall_s * max(spec.accelerator.count, 1)
+
+
+def read_log(path: Path) -> str:
+    """The captured log as text (undecodable bytes replaced, never raised)."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+class ProcessRunner:
+    """A subprocess in the auditor's own environment, with a clean env and a hard timeout.
+
+    ``python``/``python3`` as ``argv[0]`` means this interpreter (``sys.executable``):
+    the "current environment" is the one the auditor runs in, not whatever
+    ``python`` happens to be first on PATH. The child leads its own process
+    group so that a timeout also ends DataLoader workers and other grandchildren.
+    """
+
+    name = "process"
+
+    def __init__(self, *, kill_grace_s: float = 5.0) -> None:
+        self.kill_grace_s = kill_grace_s
+
+    def environment(self, spec: RunSpec) -> dict[str, str]:
+        """The child's full environment: allowlisted parent variables, the spec's, the contract's."""
+        env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+        bin_dir = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+        env["PYTHONUNBUFFERED"] = "1"  # the log keeps stdout/stderr order, and a killed run keeps its last lines
+        env.update(spec.env)
+        env.update(
+            contract_env(
+                output_dir=str(spec.output_dir.resolve()),
+                data={name: str(Path(path).resolve()) for name, path in spec.data.items()},
+                config_file=str(spec.config_file.resolve()) if spec.config_file else None,
+            )
+        )
+        return env
+
+    def run(self, spec: RunSpec) -> RunOutcome:
+        """Run ``spec.argv`` from ``spec.cwd``; the log goes to ``spec.log_file``."""
+        if not spec.argv:
+            raise BadInput("the entry point is empty", hint="record code.entrypoint, e.g. ['python', 'train.py']")
+        if not spec.cwd.is_dir():
+            raise RebuildFailed(f"project directory {spec.cwd} does not exist", hint="check code.subdir in the record")
+        argv = list(spec.argv)
+        if argv[0] in {"python", "python3"}:
+            argv[0] = sys.executable
+        spec.output_dir.mkdir(parents=True, exist_ok=True)
+        spec.log_file.parent.mkdir(parents=True, exist_ok=True)
+        env = self.environment(spec)
+        timed_out = False
+        start = time.monotonic()
+        with open(spec.log_file, "wb") as log:
+            try:
+                proc = subprocess.Popen(  # noqa: S603 - argv comes from the audited record, by design
+                    argv,
+                    cwd=spec.cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except (FileNotFoundError, PermissionError) as exc:
+                raise RebuildFailed(
+                    f"cannot start entry point {argv[0]!r} in {spec.cwd}: {exc.strerror}",
+                    hint="the recorded code.entrypoint must be runnable from code.subdir",
+                ) from None
+            try:
+                proc.wait(timeout=spec.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self._stop_group(proc)
+            finally:
+                # Stragglers (workers the script forgot to join) must not outlive the run.
+                _signal_group(proc.pid, signal.SIGKILL)
+                if proc.returncode is None:
+                    proc.wait()
+        wall = time.monotonic() - start
+        return RunOutcome(
+            exit_code=proc.returncode,
+            wall_s=wall,
+            log=read_log(spec.log_file),
+            log_path=spec.log_file,
+            timed_out=timed_out,
+            accelerator_s=accelerator_seconds(spec, wall),
+        )
+
+    def _stop_group(self, proc: subprocess.Popen) -> None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=self.kill_grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,156 @@
+"""The rebuild workspace: the recorded code, config and data, laid out for one rebuild.
+
+From a run record: the code at the recorded commit (fetched into a bare cache
+of the recorded repository, then a clean checkout), the recorded diff applied
+when the tree was dirty, the resolved config written out, and every data
+snapshot materialised *and verified*. Built in a temporary folder and renamed
+into place only when complete, so a failure never leaves a half-built
+workspace behind. Each failure names its cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
+from auditor.lineage.record import RunRecord
+
+CONFIG_FILE = "resolved_config.json"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    repo_dir: Path  # the checkout
+    project_dir: Path  # where the entrypoint runs (repo_dir / code.subdir)
+    config_path: Path
+    data_dirs: dict[str, Path]
+
+
+def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
+        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+    )
+
+
+def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
+    """A bare mirror of ``repo_url`` in ``cache_root`` that holds ``commit``.
+
+    The mirror is fetched again when it lacks the commit; an unreachable
+    repository is an infrastructure error (retryable) unless the cache already
+    has the commit, and a reachable one without the commit means the input is gone.
+    """
+    cache = cache_root / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
+    if not (cache / "HEAD").exists():
+        cache_root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=cache_root))
+        result = _git(["clone", "--quiet", "--mirror", repo_url, str(tmp / "repo.git")])
+        if result.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise InfrastructureError(f"repository {repo_url} is unreachable: {result.stderr.strip()}", hint="check the URL and credentials; retry")
+        try:
+            os.rename(tmp / "repo.git", cache)
+        except OSError:
+            pass  # another rebuild filled the cache first: use theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    if _has_commit(cache, commit):
+        return cache
+    result = _git(["--git-dir", str(cache), "fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"])
+    if result.returncode != 0:
+        raise InfrastructureError(f"repository {repo_url} is unreachable: {result.stderr.strip()}", hint="retry later")
+    if not _has_commit(cache, commit):
+        raise InputUnrecoverable(
+            f"commit {commit} no longer exists in {repo_url}",
+            hint="it was rewritten or deleted; restore it from a backup or a fork, or re-train and re-register",
+        )
+    return cache
+
+
+def _has_commit(git_dir: Path, commit: str) -> bool:
+    return _git(["--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode == 0
+
+
+def _checkout(cache: Path, commit: str, dest: Path) -> None:
+    for args, cwd in (
+        (["clone", "--quiet", "--no-checkout", "--shared", str(cache), str(dest)], None),
+        (["-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit], dest),
+    ):
+        result = _git(args, cwd)
+        if result.returncode != 0:
+            raise InfrastructureError(f"cannot check out {commit}: {result.stderr.strip()}")
+
+
+def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
+    code = record.code
+    digest = "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest()
+    if digest != code.diff_digest:
+        raise InputUnrecoverable(f"the stored diff's digest {digest[:19]}… differs from the recorded {code.diff_digest[:19]}…", hint="the diff was altered after training")
+    patch = repo.parent / "recorded.patch"
+    patch.write_text(diff, encoding="utf-8")
+    result = _git(["apply", "--binary", "--whitespace=nowarn", str(patch)], repo)
+    patch.unlink()
+    if result.returncode != 0:
+        raise InputUnrecoverable(f"the recorded diff does not apply to commit {code.commit}: {result.stderr.strip()}")
+    for binary in code.untracked_binary:
+        path = repo / binary.path
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != binary.sha256:
+            raise InputUnrecoverable(f"untracked binary file {binary.path} ({binary.size} bytes) was not stored with the run", hint="commit it or snapshot it as data")
+
+
+def _materialise_data(record: RunRecord, data_root: Path) -> dict[str, Path]:
+    from auditor.snapshots import materialize
+    from auditor.storage import open_store
+
+    dirs: dict[str, Path] = {}
+    for name, ref in record.data.items():
+        dest = data_root / name
+        if ref.kind == "snapshot" and ref.version:
+            materialize(ref.version, open_store(ref.uri), dest)
+        elif ref.kind == "delta":
+            from auditor.snapshots import delta
+
+            delta.materialize_reference(ref, dest)
+        else:
+            raise InputUnrecoverable(f"data ref {name!r} ({ref.kind} {ref.uri!r}) is not a snapshot the audit can materialise", hint="record data as a snapshot id")
+        dirs[name] = dest
+    return dirs
+
+
+def prepare_workspace(record: RunRecord, diff: str | None, *, dest: Path, git_cache: Path) -> Workspace:
+    """Lay out code, config and data for ``record`` at ``dest`` (which must not exist yet)."""
+    code = record.code
+    if code is None or not code.commit or not code.repo_url:
+        raise BadInput("the record names no repository and commit to rebuild from", hint="see the gate's findings")
+    if code.dirty and diff is None:
+        raise InputUnrecoverable("the tree was dirty at training time and no diff was stored")
+    if dest.exists():
+        raise BadInput(f"workspace {dest} already exists", hint="pass a new folder")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        cache = fetch_commit(code.repo_url, code.commit, git_cache)
+        _checkout(cache, code.commit, tmp / "code")
+        if code.dirty:
+            _apply_diff(tmp / "code", diff, record)
+        (tmp / CONFIG_FILE).write_text(json.dumps(record.config.resolved if record.config else {}, indent=2, sort_keys=True))
+        data_dirs = _materialise_data(record, tmp / "data")
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    repo_dir = dest / "code"
+    return Workspace(
+        root=dest,
+        repo_dir=repo_dir,
+        project_dir=repo_dir / code.subdir if code.subdir else repo_dir,
+        config_path=dest / CONFIG_FILE,
+        data_dirs={name: dest / "data" / name for name in data_dirs},
+    )

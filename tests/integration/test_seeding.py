@@ -1,0 +1,90 @@
+"""seed_everything + dataloader_kwargs make a CPU training with shuffling workers bitwise repeatable.
+
+Two trainings of a small torch model with ``seed_everything(7)`` and
+``DataLoader(num_workers=2, shuffle=True, **dataloader_kwargs(info))`` give the
+same weights bit for bit; seed 8 gives other weights. The dataset draws NumPy
+noise inside the workers, so worker seeding is exercised, not just the sampler.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from auditor.seeds import dataloader_kwargs, seed_everything
+
+_INT_VIEW = {torch.float32: torch.int32, torch.float64: torch.int64, torch.float16: torch.int16}
+
+
+class NoisyTable(Dataset):
+    """A fixed table (independent of the seed under test) plus per-sample noise drawn in the worker."""
+
+    def __init__(self) -> None:
+        fixed = torch.Generator().manual_seed(1234)
+        self.x = torch.randn(1024, 12, generator=fixed)
+        self.y = (self.x[:, :3].sum(1) > 0).float()
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        noise = torch.from_numpy(np.random.normal(0.0, 0.05, size=12).astype(np.float32))
+        return self.x[index] + noise, self.y[index]
+
+
+def _train(seed: int) -> dict[str, torch.Tensor]:
+    info = seed_everything(seed)
+    loader = DataLoader(NoisyTable(), batch_size=64, shuffle=True, num_workers=2, **dataloader_kwargs(info))
+    model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            nn.functional.binary_cross_entropy_with_logits(model(xb).squeeze(1), yb).backward()
+            optimizer.step()
+    return {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+
+
+def _bitwise_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """Every tensor equal by value (torch.equal) *and* by bits (an integer view: NaN, -0.0)."""
+    if a.keys() != b.keys():
+        return False
+    for name in a:
+        x, y = a[name], b[name]
+        if x.dtype != y.dtype or x.shape != y.shape or not torch.equal(x, y):
+            return False
+        view = _INT_VIEW.get(x.dtype)
+        if view is not None and not torch.equal(x.view(view), y.view(view)):
+            return False
+    return True
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_state(monkeypatch):
+    """seed_everything switches process-wide flags on; give other tests the process back as it was."""
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
+    yield
+    torch.use_deterministic_algorithms(deterministic)
+    torch.set_num_threads(threads)
+
+
+def test_two_trainings_with_the_same_seed_give_bitwise_identical_weights():
+    first, second = _train(7), _train(7)
+    assert list(first) == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    assert _bitwise_equal(first, second)
+
+
+def test_a_different_seed_gives_different_weights():
+    assert not _bitwise_equal(_train(7), _train(8))
+
+
+def test_the_integer_view_catches_what_torch_equal_misses():
+    """Why both comparisons: torch.equal calls +0.0 and -0.0 equal."""
+    a, b = {"w": torch.tensor([0.0, 1.0])}, {"w": torch.tensor([-0.0, 1.0])}
+    assert torch.equal(a["w"], b["w"])
+    assert not _bitwise_equal(a, b)
