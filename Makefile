@@ -36,4 +36,5 @@ bench: venv
 	for script in bench/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
 
 clean:
-	rm -rf .repro reports/*.html reports/*.json reports/ledger.jsonl
+	rm -rf .repro
+	find reports -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
