@@ -118,6 +118,8 @@ def train(cfg: dict, data: dict[str, torch.Tensor], loader_kwargs: dict) -> tupl
     for epoch in range(int(cfg["epochs"])):
         if cfg.get("fail_at_epoch") is not None and epoch == int(cfg["fail_at_epoch"]):
             raise RuntimeError(f"fail_at_epoch={epoch}: planted failure")
+        if cfg.get("rebuild_fail_at_epoch") is not None and epoch == int(cfg["rebuild_fail_at_epoch"]) and os.environ.get("REPRO_REBUILD") == "1":
+            raise RuntimeError(f"rebuild_fail_at_epoch={epoch}: planted failure during the audit's rebuild")
         model.train()
         total = 0.0
         for xb, yb in loader:
@@ -128,6 +130,17 @@ def train(cfg: dict, data: dict[str, torch.Tensor], loader_kwargs: dict) -> tupl
             total += float(loss.detach()) * len(yb)
         print(f"epoch {epoch}: train loss {total / len(x_train):.4f}", flush=True)
     return model, evaluate(model, x_test, data["test_y"], device)
+
+
+def evaluate_saved(cfg: dict, data: dict[str, torch.Tensor], weights: Path) -> dict[str, float]:
+    """Held-out metrics of saved weights (the audit's artifact-recovery check), without training."""
+    from safetensors.torch import load_file
+
+    device = cfg.get("device", "cpu")
+    mean, std = data["train_X"].mean(0), data["train_X"].std(0)
+    model = build_model(data["train_X"].shape[1], int(cfg["hidden"]))
+    model.load_state_dict(load_file(str(weights)))  # safetensors: no pickle
+    return evaluate(model.to(device), (data["test_X"] - mean) / std, data["test_y"], device)
 
 
 def main() -> None:
@@ -141,6 +154,9 @@ def main() -> None:
         data={"train": os.environ.get("REPRO_TRAIN_DATA", "")},
         experiment="reference-model",
     ) as run:
+        if run.weights_to_evaluate is not None:  # the audit re-evaluates the registered weights
+            run.log_metrics(evaluate_saved(run.config, load(run.data_path("train")), run.weights_to_evaluate))
+            return
         started = time.perf_counter()
         model, metrics = train(run.config, load(run.data_path("train")), run.dataloader_kwargs())
         run.log_metrics(metrics)

@@ -1,0 +1,282 @@
+"""The end-to-end demo on the embedded default, and the registry seeding the tests share.
+
+``seed(root)`` makes a git repository of the reference project, snapshots its
+data, trains and registers versions that between them show every verdict, and
+returns the environment that points the auditor at them. ``run_demo()`` then
+calibrates bands and runs ``repro_nightly_audit`` through Airflow in-process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from auditor.errors import InfrastructureError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = REPO_ROOT / "examples" / "reference_model"
+MODEL = "credit-scorer"
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "repro-audit demo",
+    "GIT_AUTHOR_EMAIL": "demo@repro-audit.invalid",
+    "GIT_COMMITTER_NAME": "repro-audit demo",
+    "GIT_COMMITTER_EMAIL": "demo@repro-audit.invalid",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One version to train and register, and what it is meant to show."""
+
+    key: str
+    shows: str
+    overrides: tuple[str, ...] = ()
+    dirty: bool = False  # train from an uncommitted edit (the diff is recorded and replayed)
+    overwrite_data: bool = False  # after training, overwrite a file of its data snapshot in the store
+    plain_mlflow: bool = False  # registered with plain MLflow: no run record at all
+    alias: str | None = None
+    tier: int | None = None
+    calibrate: bool = False
+
+
+VARIANTS: tuple[Variant, ...] = (
+    Variant("clean", "a clean, deterministic run", alias="champion", tier=1, calibrate=True),
+    Variant("dirty", "trained from uncommitted edits", dirty=True),
+    Variant("overwritten", "its data partition was overwritten after training", overwrite_data=True),
+    Variant("nondeterministic", "draws an unseeded random number", overrides=("plant_nondeterminism=true",), calibrate=True),
+    Variant("plain", "registered by plain MLflow, no run record", plain_mlflow=True),
+    Variant("flaky", "fails during the audit's rebuild", overrides=("rebuild_fail_at_epoch=1",)),
+)
+
+
+@dataclass
+class Seeded:
+    root: Path
+    env: dict[str, str]
+    versions: dict[str, str] = field(default_factory=dict)  # variant key -> models:/NAME/VERSION
+
+    def to_json(self) -> str:
+        return json.dumps({"root": str(self.root), "env": self.env, "versions": self.versions}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Seeded:
+        data = json.loads(text)
+        return cls(root=Path(data["root"]), env=data["env"], versions=data["versions"])
+
+
+def _run(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise InfrastructureError(f"{' '.join(argv)} failed in {cwd}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def make_project(dest: Path) -> Path:
+    """A git repository holding a copy of the reference project, one commit."""
+    shutil.copytree(REFERENCE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    env = {**os.environ, **GIT_IDENTITY}
+    _run(["git", "init", "-q", "-b", "main"], cwd=dest, env=env)
+    _run(["git", "add", "-A"], cwd=dest, env=env)
+    _run(["git", "commit", "-q", "-m", "reference model"], cwd=dest, env=env)
+    return dest
+
+
+def base_env(root: Path) -> dict[str, str]:
+    """Everything that points the auditor at one self-contained world under ``root``."""
+    return {
+        "MLFLOW_TRACKING_URI": f"sqlite:///{(root / 'mlflow.db').as_posix()}",
+        "REPRO_HOME": str(root / "home"),
+        "REPRO_SNAPSHOT_STORE": str(root / "snapshots"),
+        "REPRO_REPORTS": str(root / "reports"),
+        "REPRO_NIGHTLY_MAX_MODELS": "20",
+        "REPRO_NIGHTLY_BUDGET_HOURS": "100",
+        "PYTHONHASHSEED": "0",
+        "REPRO_TORCH_THREADS": "2",
+    }
+
+
+def _latest_run(tracking_uri: str) -> str:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiment = client.get_experiment_by_name("reference-model")
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)
+    return runs[0].info.run_id
+
+
+def _overwrite_one_object(store: Path, snapshot_id: str) -> None:
+    """Simulate a partition overwritten in place: rewrite the bytes of one stored file of the snapshot."""
+    from auditor.snapshots import load_manifest
+    from auditor.storage import open_store
+
+    blob = open_store(store)
+    manifest = load_manifest(snapshot_id, blob)
+    entry = next(e for e in manifest.files if e.path.endswith("train_y.npy"))
+    from auditor.snapshots.store import object_key
+
+    path = blob.local_path(object_key(entry.digest))
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _register_plain(tracking_uri: str, name: str) -> str:
+    """A version registered the plain MLflow way, with no run record (what many registries hold today)."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_experiment("plain-mlflow")
+    with mlflow.start_run() as run:
+        mlflow.log_param("note", "registered without repro-audit")
+        mlflow.log_text("weights live elsewhere", "model/README.txt")
+    version = MlflowClient(tracking_uri=tracking_uri).create_model_version(name, f"runs:/{run.info.run_id}/model", run_id=run.info.run_id)
+    return str(version.version)
+
+
+def seed(root: Path, variants: Sequence[Variant] = VARIANTS, *, epochs: int = 3, progress: Callable[[str], None] = print) -> Seeded:
+    """Train and register ``variants`` of the reference model into a fresh world under ``root``."""
+    import auditor
+    from auditor.snapshots import create_snapshot
+
+    root = Path(root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    env = base_env(root)
+    full_env = {**os.environ, **env}
+    progress("making a git repository of the reference project")
+    project = make_project(root / "project")
+    progress("generating the dataset and storing it as a snapshot")
+    _run([sys.executable, str(project / "make_data.py"), str(root / "data")], cwd=project, env=full_env)
+    snapshot = create_snapshot(root / "data", env["REPRO_SNAPSHOT_STORE"]).id
+    env["REPRO_TRAIN_DATA"] = f"{env['REPRO_SNAPSHOT_STORE']}@{snapshot}"
+    from mlflow import MlflowClient
+
+    client = None
+    seeded = Seeded(root=root, env=env)
+    for variant in variants:
+        progress(f"training version '{variant.key}': {variant.shows}")
+        if variant.plain_mlflow:
+            if client is None:
+                client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+                _ensure_model(client, MODEL)
+            version = _register_plain(env["MLFLOW_TRACKING_URI"], MODEL)
+        else:
+            train_env = {**full_env, **env}
+            if variant.overwrite_data:  # its own snapshot, so overwriting it spares the others
+                data = root / f"data-{variant.key}"
+                _run([sys.executable, str(project / "make_data.py"), str(data), "--seed", "1"], cwd=project, env=train_env)
+                train_env["REPRO_TRAIN_DATA"] = f"{env['REPRO_SNAPSHOT_STORE']}@{create_snapshot(data, env['REPRO_SNAPSHOT_STORE']).id}"
+            config = project / "config.yaml"
+            original = config.read_text()
+            if variant.dirty:
+                config.write_text(original.replace("hidden: 64", "hidden: 48"))
+            try:
+                _run([sys.executable, "train.py", f"epochs={epochs}", *variant.overrides], cwd=project, env=train_env)
+            finally:
+                config.write_text(original)
+            run_id = _latest_run(env["MLFLOW_TRACKING_URI"])
+            version = auditor.register_model(run_id, MODEL, tracking_uri=env["MLFLOW_TRACKING_URI"])
+            if variant.overwrite_data:
+                _overwrite_one_object(Path(env["REPRO_SNAPSHOT_STORE"]), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
+        client = client or MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+        if variant.alias:
+            client.set_registered_model_alias(MODEL, variant.alias, version)
+        if variant.tier is not None:
+            client.set_model_version_tag(MODEL, version, "repro.tier", str(variant.tier))
+        seeded.versions[variant.key] = f"models:/{MODEL}/{version}"
+    return seeded
+
+
+def _ensure_model(client, name: str) -> None:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        client.create_registered_model(name)
+
+
+def with_env(env: dict[str, str]):
+    """Settings for ``env`` (the auditor's own calls in this process)."""
+    from auditor.settings import Settings
+
+    return Settings.from_env({**os.environ, **env})
+
+
+AIRFLOW_SCRIPT = r"""
+import json, os, sys
+import pendulum
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.pool import Pool
+dag_id, logical_date = sys.argv[1], sys.argv[2]
+Pool.create_or_update_pool("repro_gpu", slots=2, description="accelerator workers for rebuilds", include_deferred=False)
+bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+if bag.import_errors:
+    raise SystemExit(f"DAG import errors: {bag.import_errors}")
+run = bag.get_dag(dag_id).test(logical_date=pendulum.parse(logical_date))
+states = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
+print("REPRO_DAG_RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
+"""
+
+
+def airflow_env(home: Path, env: dict[str, str]) -> dict[str, str]:
+    return {
+        **os.environ,
+        **env,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{(home / 'airflow.db').as_posix()}",
+        "REPRO_RETRY_DELAY_S": env.get("REPRO_RETRY_DELAY_S", "2"),
+        "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+
+
+def run_dag(dag_id: str, logical_date: str, *, env: dict[str, str], home: Path) -> dict:
+    """``dag.test()`` in a child process (Airflow reads its configuration once, at import)."""
+    airflow = Path(sys.executable).with_name("airflow")
+    full = airflow_env(home, env)
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "airflow.db").exists():
+        _run([str(airflow), "db", "migrate"], cwd=REPO_ROOT, env=full)
+    out = _run([sys.executable, "-c", AIRFLOW_SCRIPT, dag_id, logical_date], cwd=REPO_ROOT, env=full)
+    line = next((ln for ln in out.splitlines() if ln.startswith("REPRO_DAG_RESULT ")), None)
+    if line is None:
+        raise InfrastructureError(f"dag.test of {dag_id} printed no result:\n{out[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
+def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), *, progress: Callable[[str], None] = print) -> Path:
+    """Seed (once), calibrate, run the nightly DAG through Airflow, and return the index's path."""
+    from auditor import pipeline
+
+    root = root.resolve()
+    marker = root / "seeded.json"
+    if marker.exists():
+        seeded = Seeded.from_json(marker.read_text())
+        progress(f"reusing the demo registry in {root} (delete it to start over)")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+        seeded = seed(root, progress=progress)
+        seeded.env["REPRO_REPORTS"] = str(reports.resolve())
+        settings = with_env(seeded.env)
+        for variant in VARIANTS:
+            if variant.calibrate:
+                progress(f"calibrating {seeded.versions[variant.key]} from 5 reruns")
+                pipeline.calibrate(seeded.versions[variant.key], reruns=5, settings=settings)
+        marker.write_text(seeded.to_json())
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    progress(f"running repro_nightly_audit for {today} through Airflow (in-process)")
+    outcome = run_dag("repro_nightly_audit", today, env=seeded.env, home=root / "airflow")
+    progress(f"DAG run {outcome['state']}: " + ", ".join(f"{k}={v}" for k, v in sorted(outcome["tasks"].items())))
+    index = Path(seeded.env["REPRO_REPORTS"]) / "index.html"
+    return index
