@@ -121,7 +121,7 @@ def _overwrite_one_object(store: Path, snapshot_id: str) -> None:
     entry = next(e for e in manifest.files if e.path.endswith("train_y.npy"))
     from auditor.snapshots.store import object_key
 
-    path = blob.local_path(object_key(entry.digest))
+    path = blob.local_path(object_key(entry.hash))
     path.chmod(0o644)
     data = bytearray(path.read_bytes())
     data[-1] ^= 0xFF
@@ -159,6 +159,11 @@ def seed(root: Path, variants: Sequence[Variant] = VARIANTS, *, epochs: int = 3,
     env["REPRO_TRAIN_DATA"] = f"{env['REPRO_SNAPSHOT_STORE']}@{snapshot}"
     from mlflow import MlflowClient
 
+    # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
+    setup = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    for experiment in ("reference-model", "plain-mlflow"):
+        if setup.get_experiment_by_name(experiment) is None:
+            setup.create_experiment(experiment, artifact_location=(root / "artifacts" / experiment).as_uri())
     client = None
     seeded = Seeded(root=root, env=env)
     for variant in variants:

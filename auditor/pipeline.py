@@ -146,7 +146,7 @@ def _run_once(record: RunRecord, workspace, runner, output_dir: Path, settings: 
     outcome = runner.run(spec)
     if not outcome.ok:
         why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
-        error = RunFailed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why}; log: {outcome.log_path}")
+        error = RunFailed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log is in the report)")
         error.log_tail = outcome.log_tail
         raise error
     metrics_path = output_dir / METRICS_FILE
@@ -276,7 +276,8 @@ def _registered_weights(registry, info, record: RunRecord, dest: Path) -> tuple[
     artifact = next((a for a in record.outputs.artifacts if a.name.endswith(".safetensors") or a.name == "model"), None)
     if artifact is None:
         return None, None, "the record lists no weights artifact"
-    path = artifact.uri.split("/", 3)[3] if artifact.uri.startswith("runs:/") and artifact.uri.count("/") >= 3 else WEIGHTS_ARTIFACT
+    # runs:/<run id>/<path in the run>, as the SDK records it
+    path = artifact.uri[len("runs:/") :].split("/", 1)[1] if artifact.uri.startswith("runs:/") and artifact.uri.count("/") >= 2 else WEIGHTS_ARTIFACT
     try:
         return registry.download_artifact(info, path, dest), artifact.sha256, None
     except ReproError as exc:

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     _load_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        # without standalone mode click returns a typer.Exit's code instead of exiting
+        code = app(args=argv, standalone_mode=False)
     except ReproError as exc:
         from auditor.cli.output import error
 
@@ -57,4 +58,4 @@ def main(argv: list[str] | None = None) -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)
