@@ -1,0 +1,152 @@
+"""``repro-audit lineage show models:/NAME/VERSION``: a registered version's record and its gate findings.
+
+Exit 0 when nothing blocks; 1 when something blocks, or the version has no run
+record (a version registered by plain MLflow) or an unreadable or altered one;
+2 for a bad or unknown reference; 3 when the registry cannot be reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from auditor.cli.lineage import lineage_app
+from auditor.cli.output import console, emit_json
+from auditor.errors import LineageIncomplete
+
+
+@lineage_app.command("show")
+def show_cmd(
+    ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
+    json_out: bool = typer.Option(False, "--json", help="print the version, record and findings as JSON"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
+) -> None:
+    """Print a registered version's run record and gate findings."""
+    from auditor.errors import MalformedRecord
+    from auditor.lineage.findings import Finding
+    from auditor.lineage.gate import blocking, check
+    from auditor.registry import RecordMissing, open_registry
+
+    registry = open_registry(tracking_uri)
+    info = registry.resolve(ref)
+    record, diff = None, None
+    try:
+        record, diff = registry.load_record(info)
+        findings = check(record, diff=diff)
+    except RecordMissing as exc:
+        findings = [exc.finding]
+    except MalformedRecord as exc:
+        # The reference was fine; the version's lineage is what is broken: a finding, not a usage error.
+        record, diff = None, None
+        hint = "re-register the version from a run logged by auditor.track"
+        findings = [Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint=hint)]
+    if json_out:
+        emit_json(
+            {
+                "model": {
+                    "ref": info.ref,
+                    "name": info.name,
+                    "version": info.version,
+                    "aliases": list(info.aliases),
+                    "tags": dict(info.tags),
+                    "run_id": info.run_id,
+                    "source": info.source,
+                },
+                "record_digest": record.digest() if record is not None else None,
+                "record": record.to_dict() if record is not None else None,
+                "diff_bytes": len(diff.encode("utf-8")) if diff is not None else None,
+                "findings": [f.model_dump() for f in findings],
+            }
+        )
+    else:
+        _print_human(info, record, findings)
+    if blocking(findings):
+        raise LineageIncomplete(blocking(findings), subject=info.ref)
+
+
+def _print_human(info: Any, record: Any, findings: list) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    out = console()
+    title = f"{info.ref}" + (f"  (aliases: {', '.join(info.aliases)})" if info.aliases else "")
+    table = Table(title=Text(title), show_lines=False, title_justify="left")
+    table.add_column("input", style="bold", no_wrap=True)
+    table.add_column("field", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    blocked = {f.path.split(".")[0] for f in findings if f.blocking}
+    for section, field, value in _rows(info, record):
+        table.add_row(Text(section, style="red" if section in blocked else ""), Text(field), Text(value))
+    out.print(table)
+    if not findings:
+        out.print(Text("no findings: every input is named by an immutable identifier", style="green"))
+        return
+    ftable = Table(title=Text("gate findings"), title_justify="left")
+    for column in ("severity", "field", "finding", "fix"):
+        ftable.add_column(column, overflow="fold")
+    for f in findings:
+        ftable.add_row(Text(f.severity, style="red" if f.blocking else "yellow"), Text(f.path), Text(f.message), Text(f.hint))
+    out.print(ftable)
+
+
+def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
+    rows: list[tuple[str, str, str]] = []
+    if info is not None:
+        rows += [
+            ("model", "run", info.run_id or "none"),
+            ("model", "source", info.source or "unknown"),
+        ]
+    if record is None:
+        rows.append(("record", "run record", "none readable (see the findings)"))
+        return rows
+    rows.append(("record", "digest", record.digest()))
+    code = record.code
+    if code is None:
+        rows.append(("code", "-", "missing"))
+    else:
+        rows += [
+            ("code", "repo_url", code.repo_url or "missing"),
+            ("code", "commit", code.commit or f"missing ({code.git_error or 'unknown'})"),
+            ("code", "dirty", "unknown" if code.dirty is None else str(code.dirty).lower()),
+        ]
+        if code.dirty:
+            rows.append(("code", "diff_digest", code.diff_digest or "missing"))
+        rows.append(("code", "entrypoint", " ".join(code.entrypoint or []) or "missing"))
+        if code.subdir:
+            rows.append(("code", "subdir", code.subdir))
+    if not record.data:
+        rows.append(("data", "-", "missing"))
+    for name, ref in sorted(record.data.items()):
+        rows.append(("data", name, f"{ref.kind} {ref.uri} @ {ref.version or ref.content_hash or 'no version'}"))
+    config = record.config
+    rows.append(("config", "digest", (config.digest or "missing") if config else "missing"))
+    if config is not None:
+        rows.append(("config", "keys", f"{len(config.sources) or len(config.resolved)} ({config.file or 'no file'})"))
+    env = record.environment
+    if env is None:
+        rows.append(("environment", "-", "missing"))
+    else:
+        rows += [
+            ("environment", "python", f"{env.python or 'missing'} {env.platform or ''}".strip()),
+            ("environment", "packages", f"{len(env.packages)} pinned" + (f", lock {env.lock_file}" if env.lock_file else "")),
+            ("environment", "image", f"{env.image_ref or 'none'} @ {env.image_digest or 'no digest'}"),
+            ("environment", "torch", f"{env.torch or 'none'} (CUDA {env.cuda or 'none'}, {env.accelerator or 'CPU'})"),
+        ]
+    seeds = record.seeds
+    if seeds is None:
+        rows.append(("seeds", "-", "missing"))
+    else:
+        rows += [
+            ("seeds", "seed", "none" if seeds.seed is None else str(seeds.seed)),
+            ("seeds", "deterministic", "unknown" if seeds.deterministic is None else str(seeds.deterministic).lower()),
+            ("seeds", "generators", ", ".join(f"{k}={v}" for k, v in sorted(seeds.generators.items())) or "none"),
+        ]
+    infra = record.infrastructure
+    if infra is not None:
+        rows.append(("infrastructure", "host", f"{infra.hostname or 'unknown'} (world size {infra.world_size})"))
+    for key, value in sorted(record.outputs.metrics.items()):
+        rows.append(("outputs", key, str(value)))
+    for artifact in record.outputs.artifacts:
+        rows.append(("outputs", artifact.name, f"sha256:{artifact.sha256} {artifact.uri}"))
+    return rows

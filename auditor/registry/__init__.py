@@ -1,0 +1,10 @@
+"""The model registry: the training-side SDK that writes lineage, and the reader the audit uses.
+
+Importing this package imports no MLflow: ``open_registry`` picks the backend
+(``memory://`` or MLflow) and imports it on demand.
+"""
+
+from auditor.registry.base import ModelVersionInfo, RecordMissing, Registry, open_registry
+from auditor.registry.refs import ModelRef, parse_ref
+
+__all__ = ["ModelRef", "ModelVersionInfo", "RecordMissing", "Registry", "open_registry", "parse_ref"]

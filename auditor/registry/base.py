@@ -1,0 +1,299 @@
+"""The registry interface the audit reads through, and the shared work above it.
+
+A backend (``memory``, ``mlflow``) implements six small primitives: list
+versions, get one version, get one by alias, read one file of a run, set
+version tags, download an artifact. Everything the audit relies on that must
+not differ between backends lives here once: reference parsing, what "no run
+record" means and how it is worded, record and diff validation against the
+digests registered with the version, the outcome and band tags.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from auditor.canonical import sha256_hex
+from auditor.errors import BadInput, MalformedRecord, NotFound
+from auditor.lineage.findings import Finding
+from auditor.lineage.record import DIFF_FILE, RECORD_FILE, RunRecord
+from auditor.registry.refs import ModelRef, parse_ref
+
+#: where the SDK stores the record and the diff among a run's artifacts
+RECORD_DIR = "repro"
+RECORD_ARTIFACT = f"{RECORD_DIR}/{RECORD_FILE}"
+DIFF_ARTIFACT = f"{RECORD_DIR}/{DIFF_FILE}"
+#: where the SDK stores the weights among a run's artifacts
+WEIGHTS_ARTIFACT = "model/model.safetensors"
+
+# Tag names, shared by the SDK (writer) and the readers.
+TAG_RECORD_DIGEST = "repro.record_digest"
+TAG_WEIGHTS_SHA256 = "repro.weights_sha256"
+TAG_TRAIN_SECONDS = "repro.train_seconds"
+TAG_TIER = "repro.tier"
+TAG_BANDS = "repro.bands"
+TAG_VERDICT = "repro.audit.verdict"
+TAG_AUDIT_AT = "repro.audit.at"
+TAG_REPORT = "repro.audit.report"
+
+#: MLflow's limits on a model-version tag
+MAX_VERSION_TAG_KEY = 250
+MAX_VERSION_TAG_VALUE = 100_000
+
+
+@dataclass(frozen=True)
+class ModelVersionInfo:
+    """One registered model version, as listed: cheap facts only, no record."""
+
+    name: str
+    version: str
+    aliases: tuple[str, ...] = ()
+    tags: Mapping[str, str] = field(default_factory=dict)
+    run_id: str | None = None
+    source: str | None = None
+    creation_ts: int | None = None  # milliseconds since the epoch, as MLflow stores it
+    run_tags: Mapping[str, str] = field(default_factory=dict)  # the run's ``repro.*`` tags, when looked up
+
+    @property
+    def ref(self) -> str:
+        """``models:/NAME/VERSION``: the immutable way to name this version."""
+        return f"models:/{self.name}/{self.version}"
+
+    @property
+    def record_digest(self) -> str | None:
+        """The digest registered for the run record (version tag first, then run tag), or None."""
+        return self.tags.get(TAG_RECORD_DIGEST) or self.run_tags.get(TAG_RECORD_DIGEST)
+
+    @property
+    def last_audit_at(self) -> str | None:
+        return self.tags.get(TAG_AUDIT_AT)
+
+    @property
+    def last_verdict(self) -> str | None:
+        return self.tags.get(TAG_VERDICT)
+
+    @property
+    def tier(self) -> str | None:
+        return self.tags.get(TAG_TIER)
+
+    @property
+    def train_seconds(self) -> float | None:
+        """Recorded training wall time (the sampler's cost estimate), or None when unknown or unreadable."""
+        raw = self.tags.get(TAG_TRAIN_SECONDS) or self.run_tags.get(TAG_TRAIN_SECONDS)
+        try:
+            return float(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+
+class RecordMissing(NotFound):
+    """A version exists but no run record can be found for it: the lineage input is missing, not the version.
+
+    ``finding`` is the blocking gate finding the audit and ``lineage show`` report for it.
+    """
+
+    def __init__(self, info: ModelVersionInfo, why: str) -> None:
+        self.info = info
+        self.why = why
+        message = f"version {info.version} of {info.name!r} was registered without a run record ({why})"
+        hint = "register versions through auditor.track(...) and auditor.register_model(run, name)"
+        super().__init__(message, hint=hint)
+        self.finding = Finding(
+            code="record.missing",
+            path="record",
+            severity="blocking",
+            message=message,
+            hint=hint,
+        )
+
+
+def _iso(at: datetime | str) -> str:
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise BadInput(f"audit time {at!r} has no time zone", hint="pass an aware datetime, e.g. in UTC")
+        return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if not isinstance(at, str) or not at:
+        raise BadInput(f"audit time {at!r} is neither a datetime nor an ISO 8601 string")
+    try:
+        datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"audit time {at!r} is not ISO 8601", hint="e.g. 2026-01-31T02:00:00Z") from None
+    return at
+
+
+class Registry(abc.ABC):
+    """Read registered versions and their records; write back audit outcomes and bands.
+
+    Writes touch model-version tags only: no method here creates, deletes or
+    re-points an alias.
+    """
+
+    uri: str
+
+    # -- backend primitives ------------------------------------------------
+    @abc.abstractmethod
+    def list_versions(self, name: str | None = None) -> Iterator[ModelVersionInfo]:
+        """Every registered version (of model ``name``, or of all models) with aliases, tags and run tags.
+
+        Paginated: the number of backend calls grows with pages, never with versions.
+        """
+
+    @abc.abstractmethod
+    def _get_version(self, name: str, version: str) -> ModelVersionInfo:
+        """One version by number; ``NotFound`` naming it when absent."""
+
+    @abc.abstractmethod
+    def _get_by_alias(self, name: str, alias: str) -> ModelVersionInfo:
+        """The version an alias points at; ``NotFound`` naming it when absent."""
+
+    @abc.abstractmethod
+    def _read_run_file(self, run_id: str, path: str) -> bytes | None:
+        """The bytes of the run artifact ``path``, or None when the run has no such artifact.
+
+        ``NotFound`` when the run itself does not exist.
+        """
+
+    @abc.abstractmethod
+    def _set_version_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> None:
+        """Set tags on exactly this version (nothing else changes)."""
+
+    @abc.abstractmethod
+    def download_artifact(self, info: ModelVersionInfo, artifact_path: str, dest: Path) -> Path:
+        """Download the artifact ``artifact_path`` (relative to the version's run, e.g. ``model/model.safetensors``).
+
+        Falls back to the version's ``source`` when it has no run. Writes the
+        file ``dest`` (which must not exist) and returns it.
+        """
+
+    # -- shared behaviour --------------------------------------------------
+    def resolve(self, ref: str | ModelRef) -> ModelVersionInfo:
+        """The version ``models:/NAME/VERSION`` or ``models:/NAME@ALIAS`` names; ``NotFound`` naming the ref."""
+        parsed = parse_ref(ref) if isinstance(ref, str) else ref
+        if parsed.version is not None:
+            return self._get_version(parsed.name, parsed.version)
+        return self._get_by_alias(parsed.name, parsed.alias or "")
+
+    def load_record(self, info: ModelVersionInfo) -> tuple[RunRecord, str | None]:
+        """The version's run record and its diff (None when the tree was clean).
+
+        ``RecordMissing`` when the version has no run or the run has no record;
+        ``MalformedRecord`` when the record does not parse, its digest differs
+        from the one registered, or its diff is missing or altered.
+        """
+        if not info.run_id:
+            raise RecordMissing(info, f"it names no run; its source is {info.source or 'unknown'}")
+        where = f"{info.ref} (run {info.run_id}, artifact {RECORD_ARTIFACT})"
+        try:
+            raw = self._read_run_file(info.run_id, RECORD_ARTIFACT)
+        except NotFound:
+            raise RecordMissing(info, f"its run {info.run_id} no longer exists") from None
+        if raw is None:
+            raise RecordMissing(info, f"no artifact {RECORD_ARTIFACT} on run {info.run_id}")
+        record = RunRecord.from_json(raw, source=where)
+        registered = info.record_digest
+        if registered is not None and registered != record.digest():
+            raise MalformedRecord(
+                f"{where}: the record's digest is {record.digest()} but {TAG_RECORD_DIGEST} says {registered}; "
+                "the record was changed after registration",
+                hint="treat this version as unreproducible and investigate who rewrote the artifact",
+            )
+        return record, self._load_diff(info.run_id, record, where)
+
+    def _load_diff(self, run_id: str, record: RunRecord, where: str) -> str | None:
+        code = record.code
+        if code is None or not code.diff_file:
+            return None
+        artifact = f"{RECORD_DIR}/{code.diff_file}"
+        if "/" in code.diff_file or code.diff_file in {".", ".."}:
+            raise MalformedRecord(f"{where}: code.diff_file {code.diff_file!r} is not a plain file name")
+        raw = self._read_run_file(run_id, artifact)
+        if raw is None:
+            raise MalformedRecord(
+                f"{where}: code.diff_file names {code.diff_file!r} but run {run_id} has no artifact {artifact}",
+            )
+        if code.diff_digest is not None and code.diff_digest != "sha256:" + sha256_hex(raw):
+            raise MalformedRecord(
+                f"{where}: artifact {artifact} does not match code.diff_digest {code.diff_digest}; "
+                "the diff was changed after training",
+            )
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedRecord(f"{where}: artifact {artifact} is not UTF-8 (byte {exc.start})") from None
+
+    def write_outcome(
+        self, info: ModelVersionInfo, verdict: str, at: datetime | str, report_uri: str
+    ) -> ModelVersionInfo:
+        """Record an audit's outcome as the three ``repro.audit.*`` tags of this version; aliases stay put.
+
+        Returns ``info`` with the new tags, without another registry call.
+        """
+        from auditor.judge.result import Verdict
+
+        try:
+            verdict = Verdict(str(verdict)).value
+        except ValueError:
+            valid = ", ".join(v.value for v in Verdict)
+            raise BadInput(f"verdict {verdict!r} for {info.ref} is not one of {valid}") from None
+        if not report_uri:
+            raise BadInput(f"report URI for the audit of {info.ref} is empty")
+        return self.set_tags(info, {TAG_VERDICT: verdict, TAG_AUDIT_AT: _iso(at), TAG_REPORT: str(report_uri)})
+
+    def set_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> ModelVersionInfo:
+        """Set model-version tags on this version only (e.g. the nightly's audit date); aliases stay put."""
+        for key, value in tags.items():
+            if not isinstance(key, str) or not key or len(key) > MAX_VERSION_TAG_KEY:
+                raise BadInput(f"tag key {key!r} for {info.ref} is empty, not text or over {MAX_VERSION_TAG_KEY} characters")
+            if not isinstance(value, str) or len(value) > MAX_VERSION_TAG_VALUE:
+                raise BadInput(f"tag {key!r} for {info.ref} must be text of at most {MAX_VERSION_TAG_VALUE} characters")
+        self._set_version_tags(info, dict(tags))
+        return _with_tags(info, tags)
+
+    def get_bands(self, info: ModelVersionInfo) -> str | None:
+        """The tolerance bands stored with this version (JSON text, validated by the judge), or None."""
+        return info.tags.get(TAG_BANDS)
+
+    def set_bands(self, info: ModelVersionInfo, json_text: str) -> ModelVersionInfo:
+        """Store tolerance bands (JSON text) as this version's ``repro.bands`` tag."""
+        if len(json_text) > MAX_VERSION_TAG_VALUE:
+            raise BadInput(
+                f"bands for {info.ref} are {len(json_text)} characters; a model-version tag holds at most "
+                f"{MAX_VERSION_TAG_VALUE}",
+                hint="band fewer metrics or drop per-rerun detail",
+            )
+        return self.set_tags(info, {TAG_BANDS: json_text})
+
+
+def _with_tags(info: ModelVersionInfo, tags: Mapping[str, str]) -> ModelVersionInfo:
+    from dataclasses import replace
+
+    return replace(info, tags={**info.tags, **tags})
+
+
+def registry_scheme(uri: str) -> str:
+    """``memory`` for ``memory://NAME``, else ``mlflow`` (any tracking URI MLflow understands)."""
+    return "memory" if uri.startswith("memory://") else "mlflow"
+
+
+def open_registry(tracking_uri: str | None = None, registry_uri: str | None = None) -> Registry:
+    """The registry a URI names: ``memory://NAME`` for the in-memory twin, anything else through MLflow.
+
+    With no URI, the settings' tracking and registry URIs (``MLFLOW_TRACKING_URI``,
+    ``MLFLOW_REGISTRY_URI``) apply.
+    """
+    if tracking_uri is None:
+        from auditor.settings import Settings
+
+        settings = Settings.from_env()
+        tracking_uri = settings.tracking_uri
+        registry_uri = registry_uri or settings.registry_uri
+    if registry_scheme(tracking_uri) == "memory":
+        from auditor.registry.memory import MemoryRegistry
+
+        return MemoryRegistry.named(tracking_uri)
+    from auditor.registry.mlflow import MlflowRegistry
+
+    return MlflowRegistry(tracking_uri, registry_uri=registry_uri)

@@ -1,0 +1,319 @@
+"""The registry read through MLflow's client: SQLite, PostgreSQL or a tracking server alike.
+
+Costs are what shaped this module (FACTS.md, MLflow call costs): versions are
+listed in pages, aliases come from a page of registered models (MLflow's
+version search leaves them empty), and the runs' tags are fetched with one
+``search_runs`` per chunk of run ids, never one call per version. ``mlflow`` is
+imported when the client is first needed, not at import.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import BadInput, InfrastructureError, NotFound
+from auditor.registry.base import ModelVersionInfo, Registry
+
+# MLflow caps a registered-model page at 1,000 and a version page at 200,000;
+# 1,000 versions a page keeps each response small and the call count low.
+VERSION_PAGE = 1000
+MODEL_PAGE = 1000
+EXPERIMENT_PAGE = 1000
+RUN_CHUNK = 500
+_RUN_ID = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
+
+
+@contextmanager
+def mlflow_errors(what: str, uri: str) -> Iterator[None]:
+    """Turn MLflow and transport errors into ours: NotFound, BadInput or InfrastructureError, naming ``what``."""
+    from mlflow.exceptions import MlflowException
+
+    from auditor.lineage.redact import redact_text
+
+    uri = redact_text(uri)  # a database URI may carry a password; messages end up in logs
+    try:
+        yield
+    except MlflowException as exc:
+        code = getattr(exc, "error_code", "")
+        message = redact_text(str(getattr(exc, "message", exc)))
+        # MLflow reports a missing alias as INVALID_PARAMETER_VALUE "... alias X not found."
+        if code in {"RESOURCE_DOES_NOT_EXIST", "NOT_FOUND"} or "not found" in message.lower():
+            raise NotFound(f"{what}: not found in {uri} ({message})") from exc
+        if code in {"INVALID_PARAMETER_VALUE", "BAD_REQUEST", "INVALID_STATE", "RESOURCE_ALREADY_EXISTS"}:
+            raise BadInput(f"{what}: MLflow at {uri} refused it ({message})") from exc
+        raise InfrastructureError(
+            f"{what}: MLflow at {uri} failed ({code or 'no error code'}: {message})",
+            hint="check that the tracking server and its database are up, then retry",
+        ) from exc
+    except ImportError as exc:
+        raise BadInput(
+            f"{what}: MLflow needs the package {exc.name!r} for {uri}, and it is not installed",
+            hint="install the database driver or use another tracking URI",
+        ) from exc
+    except (OSError, ConnectionError) as exc:
+        raise InfrastructureError(
+            f"{what}: could not reach MLflow at {uri} ({redact_text(str(exc))})",
+            hint="check the tracking URI and the network",
+        ) from exc
+
+
+@contextmanager
+def artifact_errors(what: str) -> Iterator[None]:
+    """Artifact stores raise their own kinds (botocore, requests, OSError): all are infrastructure to us."""
+    from mlflow.exceptions import MlflowException
+
+    from auditor.errors import ReproError
+    from auditor.lineage.redact import redact_text
+
+    what = redact_text(what)
+    try:
+        yield
+    except ReproError:
+        raise
+    except MlflowException as exc:
+        message = redact_text(str(exc.message))
+        if getattr(exc, "error_code", "") == "RESOURCE_DOES_NOT_EXIST":
+            raise NotFound(f"{what}: not found ({message})") from exc
+        raise InfrastructureError(f"{what}: {message}", hint="check the artifact store, then retry") from exc
+    except Exception as exc:  # noqa: BLE001 - the boundary to arbitrary storage backends
+        raise InfrastructureError(
+            f"{what}: {type(exc).__name__}: {redact_text(str(exc))}",
+            hint="check the artifact store and its credentials, then retry",
+        ) from exc
+
+
+def quiet_progress_bars() -> None:
+    """Keep MLflow's per-download progress bars off our stderr, unless the user asked for them."""
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def _quote(value: str) -> str:
+    # MLflow's filter grammar has no escape character: pick the quote the value does not contain.
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise BadInput(f"model name {value!r} contains both quote characters; MLflow cannot filter on it")
+
+
+def _pages(call, **kwargs: Any) -> Iterator[Any]:
+    token = None
+    while True:
+        page = call(page_token=token, **kwargs)
+        yield from page
+        token = getattr(page, "token", None)
+        if not token:
+            return
+
+
+class MlflowRegistry(Registry):
+    """The registry behind an MLflow tracking (and optionally registry) URI."""
+
+    def __init__(
+        self,
+        tracking_uri: str,
+        *,
+        registry_uri: str | None = None,
+        client: Any | None = None,
+        version_page: int = VERSION_PAGE,
+        run_chunk: int = RUN_CHUNK,
+    ) -> None:
+        self.uri = tracking_uri
+        self.registry_uri = registry_uri
+        self._client = client
+        self.version_page = version_page
+        self.run_chunk = run_chunk
+        self._artifact_uris: dict[str, str] = {}  # run id -> artifact root, learnt while listing
+
+    @property
+    def client(self) -> Any:
+        """The ``MlflowClient`` (created on first use; tests may pass their own, e.g. a call counter)."""
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            quiet_progress_bars()
+            self._client = MlflowClient(tracking_uri=self.uri, registry_uri=self.registry_uri)
+        return self._client
+
+    # -- listing ---------------------------------------------------------------
+    def list_versions(self, name: str | None = None) -> Iterator[ModelVersionInfo]:
+        name_filter = f"name = {_quote(name)}" if name is not None else None
+        aliases = self._aliases(name_filter)
+        experiment_ids: list[str] | None = None
+        for batch in self._version_pages(name_filter):
+            run_ids = {mv.run_id for mv in batch if mv.run_id}
+            if run_ids and experiment_ids is None:
+                experiment_ids = self._experiment_ids()
+            run_tags = self._run_tags(run_ids, experiment_ids or [])
+            for mv in batch:
+                yield self._info(mv, aliases.get((mv.name, str(mv.version)), ()), run_tags.get(mv.run_id, {}))
+
+    def _version_pages(self, name_filter: str | None) -> Iterator[list[Any]]:
+        token = None
+        while True:
+            with mlflow_errors("listing model versions", self.uri):
+                page = self.client.search_model_versions(
+                    filter_string=name_filter,
+                    max_results=self.version_page,
+                    # A total order, so that offset pages neither skip nor repeat while tags change.
+                    order_by=["name ASC", "version_number ASC"],
+                    page_token=token,
+                )
+            yield list(page)
+            token = getattr(page, "token", None)
+            if not token:
+                return
+
+    def _aliases(self, name_filter: str | None) -> dict[tuple[str, str], tuple[str, ...]]:
+        found: dict[tuple[str, str], list[str]] = {}
+        with mlflow_errors("listing registered models", self.uri):
+            for model in _pages(self.client.search_registered_models, filter_string=name_filter, max_results=MODEL_PAGE):
+                for alias, version in _alias_items(model.aliases):
+                    found.setdefault((model.name, str(version)), []).append(alias)
+        return {key: tuple(sorted(value)) for key, value in found.items()}
+
+    def _experiment_ids(self) -> list[str]:
+        from mlflow.entities import ViewType
+
+        with mlflow_errors("listing experiments", self.uri):
+            experiments = _pages(self.client.search_experiments, view_type=ViewType.ALL, max_results=EXPERIMENT_PAGE)
+            return [e.experiment_id for e in experiments]
+
+    def _run_tags(self, run_ids: Iterable[str], experiment_ids: list[str]) -> dict[str, dict[str, str]]:
+        """The ``repro.*`` tags of many runs, one ``search_runs`` per chunk of ids."""
+        from mlflow.entities import ViewType
+
+        wanted = sorted(r for r in run_ids if _RUN_ID.match(r))
+        found: dict[str, dict[str, str]] = {}
+        if not experiment_ids:
+            return found
+        for start in range(0, len(wanted), self.run_chunk):
+            chunk = wanted[start : start + self.run_chunk]
+            ids = ", ".join(f"'{r}'" for r in chunk)
+            with mlflow_errors(f"looking up {len(chunk)} runs", self.uri):
+                runs = _pages(
+                    self.client.search_runs,
+                    experiment_ids=experiment_ids,
+                    filter_string=f"attributes.run_id IN ({ids})",
+                    run_view_type=ViewType.ALL,
+                    max_results=len(chunk) + 1,
+                )
+                for run in runs:
+                    found[run.info.run_id] = {k: v for k, v in run.data.tags.items() if k.startswith("repro.")}
+                    self._artifact_uris[run.info.run_id] = run.info.artifact_uri
+        return found
+
+    # -- single versions ---------------------------------------------------------
+    def _get_version(self, name: str, version: str) -> ModelVersionInfo:
+        with mlflow_errors(f"model version models:/{name}/{version}", self.uri):
+            mv = self.client.get_model_version(name, version)
+        return self._with_run_tags(mv)
+
+    def _get_by_alias(self, name: str, alias: str) -> ModelVersionInfo:
+        with mlflow_errors(f"model alias models:/{name}@{alias}", self.uri):
+            mv = self.client.get_model_version_by_alias(name, alias)
+        return self._with_run_tags(mv)
+
+    def _with_run_tags(self, mv: Any) -> ModelVersionInfo:
+        run_tags: dict[str, str] = {}
+        if mv.run_id:
+            from mlflow.exceptions import MlflowException
+
+            try:
+                run = self.client.get_run(mv.run_id)
+                run_tags = {k: v for k, v in run.data.tags.items() if k.startswith("repro.")}
+                self._artifact_uris[mv.run_id] = run.info.artifact_uri
+            except MlflowException as exc:
+                # A deleted or purged run is data about this version; load_record reports it precisely.
+                if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
+                    with mlflow_errors(f"run {mv.run_id}", self.uri):
+                        raise
+        return self._info(mv, tuple(sorted(mv.aliases or ())), run_tags)
+
+    @staticmethod
+    def _info(mv: Any, aliases: tuple[str, ...], run_tags: Mapping[str, str]) -> ModelVersionInfo:
+        return ModelVersionInfo(
+            name=mv.name,
+            version=str(mv.version),
+            aliases=aliases,
+            tags=dict(mv.tags or {}),
+            run_id=mv.run_id or None,
+            source=mv.source,
+            creation_ts=mv.creation_timestamp,
+            run_tags=dict(run_tags),
+        )
+
+    # -- run artifacts ---------------------------------------------------------------
+    # Straight to the run's artifact repository: the client's runs:/ path costs four
+    # get_run calls and a logged-model search per file (31 ms a record on SQLite).
+    def _repo(self, run_id: str) -> Any:
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        location = self._artifact_uris.get(run_id)
+        if location is None:
+            with mlflow_errors(f"run {run_id}", self.uri):
+                location = self.client.get_run(run_id).info.artifact_uri
+            self._artifact_uris[run_id] = location
+        with artifact_errors(f"artifact store {location} of run {run_id}"):
+            return get_artifact_repository(location, tracking_uri=self.uri, registry_uri=self.registry_uri)
+
+    def _has_file(self, run_id: str, path: str) -> bool:
+        directory = path.rsplit("/", 1)[0] if "/" in path else None
+        repo = self._repo(run_id)
+        with artifact_errors(f"artifacts of run {run_id}"):
+            return any(f.path == path and not f.is_dir for f in repo.list_artifacts(directory))
+
+    def _fetch(self, run_id: str, path: str, folder: str) -> Path:
+        repo = self._repo(run_id)
+        with artifact_errors(f"artifact {path} of run {run_id}"):
+            return Path(repo.download_artifacts(path, dst_path=folder))
+
+    def _read_run_file(self, run_id: str, path: str) -> bytes | None:
+        if not self._has_file(run_id, path):
+            return None
+        with tempfile.TemporaryDirectory(prefix="repro-artifact-") as tmp:
+            return self._fetch(run_id, path, tmp).read_bytes()
+
+    def download_artifact(self, info: ModelVersionInfo, artifact_path: str, dest: Path) -> Path:
+        dest = Path(dest)
+        if dest.exists():
+            raise BadInput(f"download destination {dest} already exists")
+        if info.run_id and not self._has_file(info.run_id, artifact_path):
+            raise NotFound(f"run {info.run_id} of {info.ref} has no artifact {artifact_path}")
+        if not info.run_id and not info.source:
+            raise NotFound(f"{info.ref} names neither a run nor a source, so it has no artifact {artifact_path}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # Downloaded beside dest and renamed: a reader never sees half a file.
+        with tempfile.TemporaryDirectory(prefix=".repro-download-", dir=dest.parent) as tmp:
+            if info.run_id:
+                local = self._fetch(info.run_id, artifact_path, tmp)
+            else:
+                import mlflow.artifacts
+
+                with artifact_errors(f"artifact {artifact_path} of {info.ref}"):
+                    local = mlflow.artifacts.download_artifacts(
+                        artifact_uri=f"{(info.source or '').rstrip('/')}/{artifact_path}", dst_path=tmp, tracking_uri=self.uri
+                    )
+            shutil.move(local, dest)
+        return dest
+
+    # -- writes ------------------------------------------------------------------------
+    def _set_version_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> None:
+        for key, value in tags.items():
+            with mlflow_errors(f"tag {key} on {info.ref}", self.uri):
+                self.client.set_model_version_tag(info.name, info.version, key, value)
+
+
+def _alias_items(aliases: Any) -> Iterable[tuple[str, Any]]:
+    # MLflow returns aliases as a dict {alias: version} on registered models, as entities on some stores.
+    if isinstance(aliases, Mapping):
+        return aliases.items()
+    return [(a.alias, a.version) for a in aliases or ()]

@@ -1,0 +1,101 @@
+"""Model references, spelled exactly as MLflow spells them.
+
+Two forms are accepted: ``models:/NAME/VERSION`` (a fixed version number) and
+``models:/NAME@ALIAS`` (whatever version the alias points at when resolved).
+MLflow's other forms are refused on purpose: ``models:/NAME/latest`` and
+``models:/NAME/<stage>`` move under the caller's feet (and stages are
+deprecated since MLflow 2.9), and ``models:/<model_id>`` names a logged model,
+not a registered version. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from auditor.errors import BadInput
+
+_SCHEME = "models:/"
+# The rules MLflow's own validators apply (mlflow/utils/validation.py).
+_ALIAS = re.compile(r"^[\w\-]+$")
+_RESERVED_ALIAS = re.compile(r"^(latest|[vV]\d+)$", re.IGNORECASE)
+_MAX_ALIAS = 255
+
+_FORMS = "use models:/NAME/VERSION (e.g. models:/churn/3) or models:/NAME@ALIAS (e.g. models:/churn@champion)"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A parsed reference: ``name`` plus exactly one of ``version`` or ``alias``."""
+
+    name: str
+    version: str | None = None
+    alias: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.version is None) == (self.alias is None):
+            raise BadInput(f"model reference for {self.name!r} needs exactly one of a version or an alias", hint=_FORMS)
+
+    @property
+    def uri(self) -> str:
+        """The reference in MLflow's spelling."""
+        suffix = f"/{self.version}" if self.version is not None else f"@{self.alias}"
+        return f"{_SCHEME}{self.name}{suffix}"
+
+    def __str__(self) -> str:
+        return self.uri
+
+
+def _bad(ref: str, why: str) -> BadInput:
+    return BadInput(f"model reference {ref!r} {why}", hint=_FORMS)
+
+
+def _check_name(ref: str, name: str) -> str:
+    if not name.strip():
+        raise _bad(ref, "has an empty model name")
+    if ":" in name:
+        raise _bad(ref, f"has a model name {name!r} containing ':', which MLflow does not allow")
+    return name
+
+
+def parse_ref(ref: str) -> ModelRef:
+    """Parse ``models:/NAME/VERSION`` or ``models:/NAME@ALIAS``; anything else is ``BadInput`` naming ``ref``."""
+    if not isinstance(ref, str):
+        raise BadInput(f"model reference must be a string, got {type(ref).__name__}", hint=_FORMS)
+    if not ref.startswith(_SCHEME) or ref.startswith(_SCHEME + "/"):
+        raise _bad(ref, "does not start with 'models:/'")
+    body = ref[len(_SCHEME) :]
+    if not body:
+        raise _bad(ref, "names no model")
+    if ref != ref.strip():
+        raise _bad(ref, "has leading or trailing whitespace")
+    if "?" in body or "#" in body:
+        raise _bad(ref, "contains '?' or '#'; a model reference has no query or fragment")
+    parts = body.split("/")
+    if len(parts) == 2:
+        name, suffix = parts
+        _check_name(ref, name)
+        if "@" in name:
+            raise _bad(ref, "has both an alias and a version")
+        if suffix.isdigit() and suffix.isascii():
+            if int(suffix) < 1:
+                raise _bad(ref, "has version 0; MLflow numbers versions from 1")
+            return ModelRef(name=name, version=str(int(suffix)))
+        if suffix.lower() == "latest":
+            raise _bad(ref, "asks for 'latest', which moves whenever a version is registered; name a version or an alias")
+        if not suffix:
+            raise _bad(ref, "has an empty version")
+        raise _bad(ref, f"has version {suffix!r}, which is not a number (registry stages are deprecated; use an alias)")
+    if len(parts) > 2:
+        raise _bad(ref, "has more than one '/' after the model name (MLflow model names cannot contain '/')")
+    if "@" not in body:
+        raise _bad(ref, "has neither a version nor an alias (models:/<id> names a logged model, not a registered version)")
+    name, alias = body.rsplit("@", 1)
+    _check_name(ref, name)
+    if not alias:
+        raise _bad(ref, "has an empty alias")
+    if not _ALIAS.match(alias) or len(alias) > _MAX_ALIAS:
+        raise _bad(ref, f"has alias {alias!r}; aliases are letters, digits, '_' and '-', at most {_MAX_ALIAS} characters")
+    if _RESERVED_ALIAS.match(alias):
+        raise _bad(ref, f"has alias {alias!r}, a name MLflow reserves ('latest' and v<N>); use models:/NAME/VERSION")
+    return ModelRef(name=name, alias=alias)

@@ -1,0 +1,430 @@
+"""The training-side SDK: ``auditor.track(...)`` and ``auditor.register_model(run, name)``.
+
+::
+
+    with auditor.track(config="config.yaml", overrides=sys.argv[1:], data={"train": uri_at_id}, seed=7) as run:
+        model = train(run.config, run.data_path("train"), **run.dataloader_kwargs())
+        run.log_metrics({"auc": 0.91})
+        run.save_weights(model.state_dict())
+    auditor.register_model(run, "churn")
+
+Two modes, one script. Normally ``track`` resolves the config, seeds every
+generator, captures the run record, starts (or attaches to) an MLflow run and,
+on exit, logs the record and everything MLflow users expect. With
+``REPRO_REBUILD=1`` (the audit re-running the recorded entrypoint) it does no
+MLflow I/O: the config, data, seed and output folder come from the environment
+(see the entry-point contract in the README) and ``metrics.json``,
+``model.safetensors`` and ``run_record.json`` are left in ``REPRO_OUTPUT_DIR``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import BadInput, LineageIncomplete
+from auditor.lineage.record import RECORD_FILE, Artifact, DataRef, RunRecord, SeedInfo
+from auditor.registry.base import WEIGHTS_ARTIFACT
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_FILE = "model.safetensors"
+METRICS_FILE = "metrics.json"
+
+
+def rebuild_mode(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is an audit's rebuild (``REPRO_REBUILD=1``)."""
+    return (os.environ if env is None else env).get("REPRO_REBUILD") == "1"
+
+
+def data_env_var(name: str) -> str:
+    """``REPRO_DATA_<NAME>``: NAME upper-cased, every non-alphanumeric character turned into ``_``."""
+    return "REPRO_DATA_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return None
+    if raw in {"1", "0"}:
+        return raw == "1"
+    raise BadInput(f"environment variable {name}={raw!r} must be 1 or 0")
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadInput(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+class Run:
+    """One tracked training run: the handle ``track`` yields."""
+
+    def __init__(self, *, rebuild: bool, env: Mapping[str, str]) -> None:
+        self.rebuild = rebuild
+        self.record: RunRecord = RunRecord()
+        self.diff: str | None = None
+        self.seeds: SeedInfo | None = None
+        self.run_id: str | None = None
+        self.tracking_uri: str | None = None
+        self.finished = False
+        self.failed = False
+        self._env = env
+        self._session: Any = None
+        self._weights: Path | None = None
+        self._scratch = Path(tempfile.mkdtemp(prefix="repro-run-"))
+        self._data_dirs: dict[str, Path] = {}
+        self._output_dir: Path | None = None
+
+    # -- what the training code reads ------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        """The resolved config (file, then ``REPRO_CFG__*``, then overrides; secrets redacted, as recorded)."""
+        return self.record.config.resolved if self.record.config else {}
+
+    @property
+    def weights_to_evaluate(self) -> Path | None:
+        """In an audit's artifact-recovery check, the registered weights to evaluate instead of training; else None.
+
+        Set from ``REPRO_EVALUATE_WEIGHTS``, and only in rebuild mode: a normal run always trains.
+        """
+        raw = self._env.get("REPRO_EVALUATE_WEIGHTS") if self.rebuild else None
+        if not raw:
+            return None
+        path = Path(raw)
+        if not path.is_file():
+            raise BadInput(f"rebuild mode: REPRO_EVALUATE_WEIGHTS={raw} is not a file")
+        # The audit trusts metrics as an evaluation of these weights only when the script asked for them.
+        self._evaluated = path
+        return path
+
+    def dataloader_kwargs(self) -> dict[str, Any]:
+        """``DataLoader(..., **run.dataloader_kwargs())``: the recorded shuffling generator and worker seeding."""
+        if self.seeds is None:
+            raise BadInput("this run has no seed, so there is no seeded DataLoader generator", hint="pass seed= to track()")
+        from auditor.seeds import dataloader_kwargs
+
+        return dataloader_kwargs(self.seeds)
+
+    def data_path(self, name: str) -> Path:
+        """A local folder holding data ref ``name``, verified against its recorded snapshot id."""
+        if name not in self.record.data:
+            known = ", ".join(sorted(self.record.data)) or "none"
+            raise BadInput(f"no data ref named {name!r} in this run (recorded: {known})", hint="pass it in data={...}")
+        if name in self._data_dirs:
+            return self._data_dirs[name]
+        if self.rebuild:
+            var = data_env_var(name)
+            raw = self._env.get(var)
+            if not raw or not Path(raw).is_dir():
+                raise BadInput(
+                    f"rebuild mode: {var} is {'unset' if not raw else f'{raw!r}, not a folder'}",
+                    hint="the audit materialises every recorded data ref and passes its folder in REPRO_DATA_<NAME>",
+                )
+            path = Path(raw)
+        else:
+            path = _materialize(name, self.record.data[name], self._scratch / "data" / name)
+        self._data_dirs[name] = path
+        return path
+
+    # -- what the training code writes -------------------------------------------
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Record metrics (the last value of each is the run's result) and log them to MLflow."""
+        clean: dict[str, float] = {}
+        for key, value in metrics.items():
+            if isinstance(value, (bool, str)) or not hasattr(value, "__float__"):
+                raise BadInput(f"metric {key!r} is {type(value).__name__}, not a number")
+            clean[str(key)] = float(value)
+        # assignment (not model_copy) so the record's validators turn NaN and inf into text
+        self.record.outputs.metrics = {**self.record.outputs.metrics, **clean}
+        if self._session is not None:
+            from auditor.registry import tracking
+
+            tracking.log_metrics(self._session, clean, step)
+
+    def save_weights(self, state_dict: Mapping[str, Any]) -> Path:
+        """Save a state dict as safetensors and record its sha256 among the outputs; returns the file."""
+        from safetensors.torch import save_file
+
+        if hasattr(state_dict, "state_dict"):
+            state_dict = state_dict.state_dict()
+        target = (self._output_dir or self._scratch) / WEIGHTS_FILE
+        seen: set[int] = set()
+        tensors = {}
+        for key, tensor in state_dict.items():
+            tensor = tensor.detach().cpu().contiguous()
+            # safetensors refuses tensors sharing memory (tied weights): give repeats their own copy
+            pointer = tensor.data_ptr()
+            tensors[key] = tensor.clone() if pointer in seen else tensor
+            seen.add(pointer)
+        partial = target.with_name(target.name + ".partial")
+        save_file(tensors, str(partial), metadata={"format": "pt"})
+        partial.replace(target)
+        digest = hashlib.sha256()
+        with open(target, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        uri = WEIGHTS_FILE if self.rebuild else f"runs:/{self.run_id}/{WEIGHTS_ARTIFACT}"
+        artifact = Artifact(name=WEIGHTS_FILE, uri=uri, sha256=digest.hexdigest(), size=target.stat().st_size)
+        others = [a for a in self.record.outputs.artifacts if a.name != WEIGHTS_FILE]
+        self.record.outputs.artifacts = [*others, artifact]
+        self._weights = target
+        return target
+
+    def _cleanup(self) -> None:
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+
+def _materialize(name: str, ref: DataRef, dest: Path) -> Path:
+    """A local folder for data ref ``name``: a snapshot materialised and verified, or a plain local folder."""
+    if ref.kind == "snapshot" and ref.version:
+        from auditor.snapshots import materialize
+
+        # Copies, not hard links into the store: a training script that writes into its
+        # data folder must not be able to alter the content-addressed objects.
+        return materialize(ref.version, ref.uri, dest, link=False)
+    local = Path(ref.uri[len("file://") :] if ref.uri.startswith("file://") else ref.uri)
+    if "://" not in ref.uri.replace("file://", "", 1) and local.is_dir():
+        # Nothing to verify against: training may go on, and the gate refuses to register it.
+        log.warning("data ref %r (%s@%s) is not a snapshot: used unverified", name, ref.uri, ref.version)
+        return local
+    raise BadInput(
+        f"data ref {name!r} ({ref.uri}@{ref.version}) is neither a snapshot nor a local folder",
+        hint="snapshot it with repro-audit snapshot create and pass URI@<snapshot id>",
+    )
+
+
+def _script_dir_and_argv() -> tuple[Path, list[str] | None]:
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.is_file():
+        # The audit runs the entrypoint from the project folder (code.subdir), so the
+        # script is named relative to it, whatever folder training was started from.
+        return script.resolve().parent, ["python", script.name, *sys.argv[1:]]
+    return Path.cwd(), None
+
+
+class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
+    """Context manager capturing one training run; see the module docstring."""
+
+    def __init__(
+        self,
+        config: str | Path | Mapping[str, Any] | None = None,
+        overrides: Sequence[str] = (),
+        data: Mapping[str, str | DataRef] | None = None,
+        seed: int | None = None,
+        deterministic: bool | None = None,
+        experiment: str | None = None,
+        *,
+        repo_dir: str | Path | None = None,
+        entrypoint: Sequence[str] | None = None,
+        tracking_uri: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._config = config
+        self._overrides = list(overrides)
+        self._data = dict(data or {})
+        self._seed = seed
+        self._deterministic = deterministic
+        self._experiment = experiment
+        self._repo_dir = repo_dir
+        self._entrypoint = list(entrypoint) if entrypoint is not None else None
+        self._tracking_uri = tracking_uri
+        self._env = os.environ if env is None else env
+        self._started = 0.0
+        self.run: Run | None = None
+
+    def __enter__(self) -> Run:
+        from auditor.lineage.gather import capture, resolve_config
+        from auditor.seeds import seed_everything
+
+        env = self._env
+        rebuild = rebuild_mode(env)
+        run = Run(rebuild=rebuild, env=env)
+        try:
+            if rebuild:
+                config, overrides = _rebuild_config(env), ()
+                seed = _env_int(env, "REPRO_SEED")
+                deterministic = _env_flag(env, "REPRO_DETERMINISTIC")
+                run._output_dir = _output_dir(env)
+            else:
+                config, overrides = self._config, self._overrides
+                seed, deterministic = None, None
+            # The config is resolved once before capture only to learn the seed it may hold.
+            resolved = resolve_config(config, overrides, env).resolved
+            seed = seed if seed is not None else self._seed if self._seed is not None else resolved.get("seed")
+            if deterministic is None:
+                deterministic = self._deterministic if self._deterministic is not None else resolved.get("deterministic", True)
+            if seed is not None:
+                run.seeds = seed_everything(_as_seed(seed), bool(deterministic))
+            default_dir, default_argv = _script_dir_and_argv()
+            captured = capture(
+                repo_dir=Path(self._repo_dir) if self._repo_dir is not None else default_dir,
+                config=config,
+                overrides=overrides,
+                data=_data_refs(self._data, env, rebuild),
+                seeds=run.seeds,
+                entrypoint=self._entrypoint or default_argv,
+                env=env,
+            )
+            run.record, run.diff = captured.record, captured.diff
+            if not rebuild:
+                from auditor.registry import tracking
+
+                run._session = tracking.start(self._tracking_uri, self._experiment)
+                run.run_id, run.tracking_uri = run._session.run_id, run._session.uri
+        except BaseException:
+            run._cleanup()
+            raise
+        self.run = run
+        self._started = time.monotonic()
+        return run
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        run = self.run
+        assert run is not None
+        run.failed = exc_type is not None
+        elapsed = time.monotonic() - self._started
+        try:
+            if run.rebuild:
+                _write_rebuild_outputs(run)
+            else:
+                from auditor.registry import tracking
+
+                tracking.finish(
+                    run._session, run.record, run.diff, weights=run._weights, train_seconds=elapsed, failed=run.failed
+                )
+                log.info("repro: logged run %s to %s (record %s)", run.run_id, run.tracking_uri, run.record.digest())
+        finally:
+            run.finished = True
+            run._cleanup()
+
+
+def _data_refs(data: Mapping[str, str | DataRef], env: Mapping[str, str], rebuild: bool) -> dict[str, DataRef]:
+    from auditor.lineage.gather import parse_data_ref
+
+    refs: dict[str, DataRef] = {}
+    for name, spec in data.items():
+        if isinstance(spec, DataRef):
+            refs[name] = spec
+        elif spec:
+            refs[name] = parse_data_ref(f"{name}={spec}")[1]
+        elif rebuild:
+            # A script that reads its data ref from an environment variable sees none in a rebuild;
+            # the audit's materialised folder is what this rebuild actually read.
+            refs[name] = DataRef(kind="path", uri=env.get(data_env_var(name)) or "unset")
+        else:
+            raise BadInput(f"data ref {name!r} is empty", hint=f"pass data={{{name!r}: '<store URI>@<snapshot id>'}}")
+    return refs
+
+
+def _as_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, str)):
+        raise BadInput(f"seed {seed!r} is not an integer")
+    try:
+        return int(seed)
+    except ValueError:
+        raise BadInput(f"seed {seed!r} is not an integer") from None
+
+
+def _rebuild_config(env: Mapping[str, str]) -> dict[str, Any]:
+    raw = env.get("REPRO_CONFIG")
+    if not raw:
+        raise BadInput("rebuild mode: REPRO_CONFIG is unset", hint="the audit passes the resolved config as a JSON file")
+    try:
+        value = json.loads(Path(raw).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInput(f"rebuild mode: cannot read REPRO_CONFIG={raw}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"rebuild mode: REPRO_CONFIG={raw} is not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"rebuild mode: REPRO_CONFIG={raw} holds {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _output_dir(env: Mapping[str, str]) -> Path:
+    raw = env.get("REPRO_OUTPUT_DIR")
+    if not raw:
+        raise BadInput("rebuild mode: REPRO_OUTPUT_DIR is unset", hint="the audit names the folder for metrics and weights")
+    path = Path(raw)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+EVALUATION_FILE = "evaluation.json"  # tells the audit that metrics.json evaluates the weights it passed
+
+
+def _write_rebuild_outputs(run: Run) -> None:
+    out = run._output_dir
+    assert out is not None
+    # The record is written even when training failed: its environment section explains the failure.
+    (out / RECORD_FILE).write_text(run.record.to_json() + "\n", encoding="utf-8")
+    if not run.failed:
+        metrics = {k: v for k, v in run.record.outputs.metrics.items()}
+        (out / METRICS_FILE).write_text(json.dumps(metrics, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+        evaluated = getattr(run, "_evaluated", None)
+        if evaluated is not None:
+            (out / EVALUATION_FILE).write_text(json.dumps({"weights": str(evaluated)}) + "\n", encoding="utf-8")
+
+
+def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None) -> str | None:
+    """Register ``run`` as the next version of model ``name``; returns the version number.
+
+    Refuses with ``LineageIncomplete`` listing every blocking gate finding, in
+    which case nothing is registered. ``run`` is the handle ``track`` yielded
+    (after its block ended) or a run id logged by ``track``. In rebuild mode it
+    does nothing and returns None: an audit never registers.
+    """
+    from auditor.lineage.gate import blocking, check
+    from auditor.registry import tracking
+
+    if isinstance(run, Run):
+        if run.rebuild:
+            return None
+        if not run.finished:
+            raise BadInput(
+                "register_model was called inside the `with auditor.track(...)` block",
+                hint="call it after the block, when metrics and weights are in the record",
+            )
+        if run.failed:
+            raise BadInput(f"run {run.run_id} failed; a failed run is not registered")
+        record, diff, run_id = run.record, run.diff, run.run_id or ""
+        client, uri = run._session.client, run._session.uri
+    else:
+        if rebuild_mode():
+            return None
+        from auditor.registry.mlflow import MlflowRegistry
+
+        uri = tracking.tracking_uri(tracking_uri)
+        registry = MlflowRegistry(uri)
+        record, diff, run_id = *_record_of_run(registry, run), run
+        client = registry.client
+    found = blocking(check(record, diff=diff))
+    if found:
+        raise LineageIncomplete(found, subject=f"run {run_id} (not registered as {name!r})")
+    return tracking.register(client, uri, run_id, name, record)
+
+
+def _record_of_run(registry: Any, run_id: str) -> tuple[RunRecord, str | None]:
+    from auditor.errors import NotFound
+    from auditor.registry.base import RECORD_ARTIFACT
+
+    raw = registry._read_run_file(run_id, RECORD_ARTIFACT)
+    if raw is None:
+        raise NotFound(f"run {run_id} has no artifact {RECORD_ARTIFACT}", hint="log the run with auditor.track(...)")
+    where = f"run {run_id} (artifact {RECORD_ARTIFACT})"
+    record = RunRecord.from_json(raw, source=where)
+    return record, registry._load_diff(run_id, record, where)

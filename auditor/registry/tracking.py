@@ -1,0 +1,267 @@
+"""The MLflow writing side of the SDK: start or attach to a run, log the record, register a version.
+
+Only ``auditor.registry.sdk`` calls this module. Every MLflow call goes through
+``MlflowClient`` with an explicit run id, so nothing depends on which run the
+fluent API thinks is active; the fluent API is used only to start (and end) the
+run, so that the user's own ``mlflow.log_*`` calls inside the block land in it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import BadInput
+from auditor.lineage.record import DIFF_FILE, RECORD_FILE, DataRef, RunRecord
+from auditor.registry.base import (
+    RECORD_DIR,
+    TAG_RECORD_DIGEST,
+    TAG_TRAIN_SECONDS,
+    TAG_WEIGHTS_SHA256,
+    WEIGHTS_ARTIFACT,
+)
+from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
+
+# MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
+# value 6,000 characters, a run tag 8,000; param keys allow these characters only.
+_PARAM_BATCH = 100
+_MAX_PARAM_VALUE = 6000
+_MAX_TAG_VALUE = 8000
+_KEY_UNSAFE = re.compile(r"[^\w\-. /]")
+_DATASET_DIGEST = 36  # MLflow's column width for a dataset digest
+
+
+@dataclass
+class Session:
+    """An MLflow run this process logs into."""
+
+    client: Any
+    uri: str
+    run_id: str
+    owns_run: bool  # False when attached to a run someone else started (and will end)
+
+
+def tracking_uri(explicit: str | None = None) -> str:
+    """The URI to log to: the one given, else the one MLflow was set to, else the settings' default."""
+    if explicit:
+        return explicit
+    import mlflow
+    from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+
+    if is_tracking_uri_set():
+        return mlflow.get_tracking_uri()
+    from auditor.settings import Settings
+
+    return Settings.from_env().tracking_uri
+
+
+def start(uri: str | None, experiment: str | None) -> Session:
+    """Attach to the active MLflow run, or start one in ``experiment`` (created when missing)."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    quiet_progress_bars()
+    active = mlflow.active_run()
+    if active is not None:
+        uri = mlflow.get_tracking_uri()
+        return Session(MlflowClient(tracking_uri=uri), uri, active.info.run_id, owns_run=False)
+    uri = tracking_uri(uri)
+    if uri.startswith("memory://"):
+        raise BadInput(
+            f"tracking URI {uri} names the in-memory test registry; auditor.track logs to MLflow",
+            hint="set MLFLOW_TRACKING_URI to an MLflow URI, e.g. sqlite:///.repro/mlflow.db",
+        )
+    if uri.startswith("sqlite:///"):
+        # MLflow creates the database but not the folder it lives in
+        Path(uri[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(tracking_uri=uri)
+    with mlflow_errors(f"experiment {experiment!r}", uri):
+        experiment_id = _experiment_id(client, experiment or "Default")
+        run = mlflow.start_run(experiment_id=experiment_id)
+    return Session(client, uri, run.info.run_id, owns_run=True)
+
+
+def _experiment_id(client: Any, name: str) -> str:
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    try:
+        return client.create_experiment(name)
+    except MlflowException:
+        # another process created it between our two calls
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return found.experiment_id
+
+
+def log_metrics(session: Session, metrics: Mapping[str, float], step: int | None) -> None:
+    """Log metrics now (the record keeps the last value of each)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(key, float(value), now, step or 0) for key, value in metrics.items()]
+    with mlflow_errors(f"metrics of run {session.run_id}", session.uri):
+        session.client.log_batch(session.run_id, metrics=batch)
+
+
+def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}``, keys made MLflow-safe, values cut to MLflow's limit."""
+    out: dict[str, str] = {}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, Mapping) and value:
+            for key, item in value.items():
+                walk(item, f"{prefix}.{key}" if prefix else str(key))
+            return
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        out[_KEY_UNSAFE.sub("_", prefix) or "_"] = text[:_MAX_PARAM_VALUE]
+
+    walk(config, "")
+    return out
+
+
+def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
+    """The tags MLflow users already read, and ours."""
+    tags: dict[str, str] = {TAG_RECORD_DIGEST: record.digest(), "repro.schema_version": record.schema_version}
+    code, env = record.code, record.environment
+    if code is not None:
+        if code.commit:
+            tags["mlflow.source.git.commit"] = code.commit
+        if code.repo_url:
+            tags["mlflow.source.git.repoURL"] = code.repo_url
+        tags["repro.dirty"] = "unknown" if code.dirty is None else str(code.dirty).lower()
+    tags["repro.image_digest"] = (env.image_digest if env is not None else None) or "none"
+    for name, ref in record.data.items():
+        tags[f"repro.data.{_KEY_UNSAFE.sub('_', name)}"] = f"{ref.uri}@{ref.version}" if ref.version else ref.uri
+    weights = [a for a in record.outputs.artifacts if a.uri.endswith(WEIGHTS_ARTIFACT)]
+    if weights:
+        tags[TAG_WEIGHTS_SHA256] = weights[-1].sha256
+    if train_seconds is not None:
+        tags[TAG_TRAIN_SECONDS] = f"{train_seconds:.3f}"
+    return {k: v[:_MAX_TAG_VALUE] for k, v in tags.items()}
+
+
+def _dataset_inputs(data: Mapping[str, DataRef]) -> list[Any]:
+    from mlflow.data.dataset_source import DatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
+
+    class SnapshotSource(DatasetSource):
+        """Where a recorded data ref lives: its URI and immutable version, nothing to load from MLflow."""
+
+        def __init__(self, uri: str, version: str | None, kind: str) -> None:
+            self.uri, self.version, self.kind = uri, version, kind
+
+        @staticmethod
+        def _get_source_type() -> str:
+            return "repro_snapshot"
+
+        def load(self) -> Any:
+            raise NotImplementedError("materialise the snapshot with repro-audit snapshot materialize")
+
+        @staticmethod
+        def _can_resolve(raw_source: Any) -> bool:
+            return False
+
+        @classmethod
+        def _resolve(cls, raw_source: Any) -> DatasetSource:
+            raise NotImplementedError
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"uri": self.uri, "version": self.version, "kind": self.kind}
+
+        @classmethod
+        def from_dict(cls, source_dict: dict[Any, Any]) -> DatasetSource:
+            return cls(source_dict["uri"], source_dict.get("version"), source_dict.get("kind", "snapshot"))
+
+    inputs = []
+    for name, ref in data.items():
+        identity = ref.version or ref.content_hash or "unversioned"
+        dataset = MetaDataset(SnapshotSource(ref.uri, ref.version, ref.kind), name=name, digest=identity[:_DATASET_DIGEST])
+        tags = [InputTag("mlflow.data.context", name), InputTag("repro.version", identity)]
+        inputs.append(DatasetInput(dataset=dataset._to_mlflow_entity(), tags=tags))
+    return inputs
+
+
+def finish(
+    session: Session,
+    record: RunRecord,
+    diff: str | None,
+    *,
+    weights: Path | None,
+    train_seconds: float | None,
+    failed: bool,
+) -> None:
+    """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it."""
+    from mlflow.entities import Param, RunTag
+
+    client, run_id = session.client, session.run_id
+    with mlflow_errors(f"logging run {run_id}", session.uri):
+        existing = client.get_run(run_id).data.params
+        params = flatten_params(record.config.resolved if record.config else {})
+        conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
+        if conflicts:
+            raise BadInput(
+                f"run {run_id} already has param(s) {', '.join(conflicts)} with other values; MLflow params are immutable",
+                hint="start a fresh run or drop the outer run's conflicting params",
+            )
+        fresh = [Param(k, v) for k, v in params.items() if k not in existing]
+        for start_at in range(0, len(fresh), _PARAM_BATCH):
+            client.log_batch(run_id, params=fresh[start_at : start_at + _PARAM_BATCH])
+        if record.data:
+            client.log_inputs(run_id, datasets=_dataset_inputs(record.data))
+        with tempfile.TemporaryDirectory(prefix="repro-record-") as tmp:
+            folder = Path(tmp) / RECORD_DIR
+            folder.mkdir()
+            # bytes written here are the bytes the digests cover: no text-mode newline games
+            (folder / RECORD_FILE).write_bytes(record.to_json().encode("utf-8"))
+            if diff is not None:
+                (folder / DIFF_FILE).write_bytes(diff.encode("utf-8"))
+            client.log_artifacts(run_id, str(folder), artifact_path=RECORD_DIR)
+        if weights is not None:
+            client.log_artifact(run_id, str(weights), artifact_path=WEIGHTS_ARTIFACT.rsplit("/", 1)[0])
+        tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
+        client.log_batch(run_id, tags=tags)
+    if session.owns_run:
+        import mlflow
+
+        active = mlflow.active_run()
+        status = "FAILED" if failed else "FINISHED"
+        if active is not None and active.info.run_id == run_id:
+            mlflow.end_run(status=status)
+        else:
+            with mlflow_errors(f"ending run {run_id}", session.uri):
+                client.set_terminated(run_id, status=status)
+
+
+def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:
+    """Create the next version of ``name`` from ``run_id``, tagged with the record digest; returns the version."""
+    from mlflow.exceptions import MlflowException
+
+    with mlflow_errors(f"registered model {name!r}", uri):
+        try:
+            client.create_registered_model(name)
+        except MlflowException as exc:
+            if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
+                raise
+        tags = {TAG_RECORD_DIGEST: record.digest()}
+        weights = [a for a in record.outputs.artifacts if a.uri.endswith(WEIGHTS_ARTIFACT)]
+        if weights:
+            tags[TAG_WEIGHTS_SHA256] = weights[-1].sha256
+        run = client.get_run(run_id)
+        if run.data.tags.get(TAG_TRAIN_SECONDS):
+            tags[TAG_TRAIN_SECONDS] = run.data.tags[TAG_TRAIN_SECONDS]
+        version = client.create_model_version(
+            name, source=f"runs:/{run_id}/{WEIGHTS_ARTIFACT.rsplit('/', 1)[0]}", run_id=run_id, tags=tags
+        )
+    return str(version.version)
