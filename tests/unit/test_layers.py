@@ -1,0 +1,25 @@
+"""The layering is enforced by a tool, not by hope (import-linter contract in pyproject.toml)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_pure_core_imports_no_io_library():
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists() and shutil.which("lint-imports") is None:
+        pytest.skip("import-linter is not installed (pip install -e .[dev])")
+    result = subprocess.run([str(lint if lint.exists() else "lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "0 broken" in result.stdout
+
+
+def test_importing_the_package_and_the_cli_pulls_in_no_heavy_library():
+    code = "import sys, auditor, auditor.cli, auditor.pipeline, auditor.lineage.gate; auditor.cli._load_commands(); print(sorted(m for m in ('torch', 'mlflow', 'boto3', 'docker', 'airflow') if m in sys.modules))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
