@@ -404,17 +404,20 @@ def audit(
 
 
 # -- publish and the nightly sequence -------------------------------------------------------
-def _already_published(model_ref: str, date: str, settings: Settings) -> str | None:
-    """The report key of an audit of this version for this date, if one was published."""
+def _already_published(model_ref: str, date: str, settings: Settings) -> dict[str, Any] | None:
+    """The verdict and report of an audit of this version for this date, if one was published."""
     from auditor.registry.refs import parse_ref
-    from auditor.report.evidence import report_stem
+    from auditor.report.evidence import load_evidence, report_stem
     from auditor.storage import open_store
 
     registry = _registry(settings)
     info = registry.resolve(parse_ref(model_ref))
     stem = report_stem(info.name, str(info.version), date)
     store = open_store(settings.reports)
-    return f"{stem}.html" if store.exists(f"{stem}.json") and store.exists(f"{stem}.html") else None
+    if not (store.exists(f"{stem}.json") and store.exists(f"{stem}.html")):
+        return None
+    audit = load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")["audit"]
+    return {"ref": info.ref, "verdict": audit["verdict"], "error": audit.get("error"), "report": f"{store.uri.rstrip('/')}/{stem}.html"}
 
 
 def audit_and_publish(
@@ -442,7 +445,7 @@ def audit_and_publish(
     except ReproError as exc:
         return {"ref": model_ref, "verdict": Verdict.ERROR.value, "report": None, "error": str(exc), "skipped": False}
     if done:
-        return {"ref": model_ref, "verdict": None, "report": done, "error": None, "skipped": True}
+        return {**done, "skipped": True}
     result = audit(model_ref, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
     publication = publish(result, settings.reports, settings=settings)
     registry = _registry(settings)

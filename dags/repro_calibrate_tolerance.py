@@ -1,0 +1,51 @@
+"""repro_calibrate_tolerance: rerun one model's training to measure, and store, its tolerance band.
+
+Triggered by hand with params ``model_uri`` and ``reruns``; the runner comes from
+``REPRO_RUNNER``. One task, one call into ``auditor.pipeline.calibrate`` (what
+``repro-audit calibrate`` runs), which stores the band where later audits read it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from auditor.settings import get_settings
+
+GPU_POOL = "repro_gpu"
+GPU_QUEUE = "gpu"
+
+
+@dag(
+    dag_id="repro_calibrate_tolerance",
+    description="Rerun a model's training N times and store each metric's tolerance band.",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=int(os.environ.get("REPRO_RETRY_DELAY_S") or 300))},
+    params={
+        "model_uri": Param(
+            type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
+        ),
+        "reruns": Param(5, type="integer", minimum=2, description="training reruns behind the band"),
+    },
+    tags=["repro-audit", "calibration", "on-demand"],
+    doc_md=__doc__,
+)
+def repro_calibrate_tolerance() -> None:
+    @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False)
+    def calibrate(**context) -> dict:
+        """Calibrate and store the bands; XCom gets each metric's [lower, upper], not the runs behind them."""
+        from auditor import pipeline
+
+        params = context["params"]
+        bands = pipeline.calibrate(params["model_uri"], reruns=int(params["reruns"]), runner=get_settings().runner)
+        return {"model_uri": params["model_uri"], "bands": {m: [b.lower, b.upper] for m, b in bands.items()}}
+
+    calibrate()
+
+
+repro_calibrate_tolerance()

@@ -1,0 +1,165 @@
+"""The DAG folder parses cleanly, and every DAG follows the policy: retries, GPU routing, tags, thin files.
+
+One real ``DagBag`` parse in a fresh interpreter (Airflow's global config stays
+out of the pytest process) reports each DAG's settings and which heavy modules
+the parse pulled in; the tests below judge that report. The thin-file checks
+read the DAG sources with ``ast``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+DAG_IDS = {"repro_nightly_audit", "repro_rebuild_model", "repro_calibrate_tolerance"}
+GPU_TASKS = {
+    ("repro_nightly_audit", "audit"),
+    ("repro_rebuild_model", "rebuild"),
+    ("repro_calibrate_tolerance", "calibrate"),
+}
+HEAVY = ("torch", "mlflow", "boto3", "botocore", "docker", "pandas", "safetensors", "deltalake")
+# What a DAG file may import at its top: the Task SDK, dates, and the auditor's settings.
+ALLOWED_TOP_LEVEL = {
+    "__future__",
+    "os",
+    "datetime",
+    "typing",
+    "collections.abc",
+    "pendulum",
+    "airflow.sdk",
+    "auditor.settings",
+}
+
+PARSE = r"""
+import json, os, sys
+from airflow.dag_processing.dagbag import DagBag
+
+bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+report = {"import_errors": {str(k): v for k, v in bag.import_errors.items()}, "heavy": heavy,
+          "auditor": sorted(m for m in sys.modules if m.split(".")[0] == "auditor"), "dags": {}}
+for dag in bag.dags.values():
+    report["dags"][dag.dag_id] = {
+        "schedule": dag.schedule if isinstance(dag.schedule, (str, type(None))) else repr(dag.schedule),
+        "catchup": dag.catchup, "max_active_runs": dag.max_active_runs, "tags": sorted(dag.tags),
+        "params": {k: dag.params.get_param(k).schema for k in dag.params},
+        "param_defaults": {k: dag.params.get_param(k).value for k in dag.params if dag.params.get_param(k).has_value},
+        "tasks": {t.task_id: {"retries": t.retries, "retry_delay_s": t.retry_delay.total_seconds(), "pool": t.pool,
+                              "queue": t.queue, "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule), "mapped": type(t).__name__.endswith("MappedOperator"),
+                              "upstream": sorted(t.upstream_task_ids)} for t in dag.tasks},
+    }
+json.dump(report, open(os.environ["PROBE_OUT"], "w"))
+""".replace("HEAVY", repr(HEAVY))
+
+
+@pytest.fixture(scope="module")
+def parsed(airflow_env: dict[str, str], run_in_airflow) -> dict[str, Any]:
+    """One DagBag parse, with a retry delay and a schedule that differ from the defaults, to see both are read."""
+    env = {
+        **airflow_env,
+        "REPRO_RETRY_DELAY_S": "7",
+        "REPRO_NIGHTLY_SCHEDULE": "30 3 * * 1-5",
+        "REPRO_RUNNER": "docker",
+    }
+    return run_in_airflow(PARSE, env)
+
+
+def test_the_dag_folder_imports_without_errors(parsed):
+    assert parsed["import_errors"] == {}
+    assert set(parsed["dags"]) == DAG_IDS
+
+
+def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):
+    assert parsed["heavy"] == []
+    # Only settings (and what it needs) of the auditor is loaded while parsing: the pipeline waits for the task.
+    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors"}
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_every_task_retries_at_least_twice_after_the_configured_delay(parsed, dag_id):
+    for task_id, task in parsed["dags"][dag_id]["tasks"].items():
+        assert task["retries"] >= 2, f"{dag_id}.{task_id}"
+        assert task["retry_delay_s"] == 7, f"{dag_id}.{task_id} ignores REPRO_RETRY_DELAY_S"
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_every_dag_is_tagged_repro_audit(parsed, dag_id):
+    assert "repro-audit" in parsed["dags"][dag_id]["tags"]
+
+
+def test_rebuild_tasks_run_in_the_gpu_pool_and_queue_and_nothing_else_does(parsed):
+    for dag_id, dag in parsed["dags"].items():
+        for task_id, task in dag["tasks"].items():
+            on_gpu = (task["pool"], task["queue"]) == ("repro_gpu", "gpu")
+            assert on_gpu == ((dag_id, task_id) in GPU_TASKS), f"{dag_id}.{task_id}: {task['pool']}/{task['queue']}"
+
+
+def test_the_nightly_dag_samples_then_maps_audits_then_always_publishes(parsed):
+    nightly = parsed["dags"]["repro_nightly_audit"]
+    assert nightly["schedule"] == "30 3 * * 1-5"
+    assert nightly["catchup"] is False
+    assert nightly["max_active_runs"] == 1
+    tasks = nightly["tasks"]
+    assert set(tasks) == {"sample", "audit", "publish"}
+    assert tasks["audit"]["mapped"] and tasks["audit"]["upstream"] == ["sample"]
+    assert tasks["publish"]["upstream"] == ["audit", "sample"]
+    # A failed audit must not stop the summary that lists it as an error.
+    assert tasks["publish"]["trigger_rule"] == "all_done"
+
+
+def test_the_on_demand_dags_are_triggered_by_hand_with_model_uri_and_reruns(parsed):
+    rebuild, calibrate = parsed["dags"]["repro_rebuild_model"], parsed["dags"]["repro_calibrate_tolerance"]
+    assert rebuild["schedule"] is None and calibrate["schedule"] is None
+    assert set(rebuild["params"]) == {"model_uri", "reruns", "runner"}
+    assert set(calibrate["params"]) == {"model_uri", "reruns"}
+    assert "model_uri" not in rebuild["param_defaults"]  # no silent default model: the trigger must name one
+    assert rebuild["param_defaults"]["runner"] == "docker"  # from REPRO_RUNNER
+    assert calibrate["params"]["reruns"]["minimum"] >= 2  # a band from one run has no spread
+
+
+def _dag_sources() -> list[Path]:
+    return sorted(DAGS.glob("*.py"))
+
+
+def _decorated_tasks(tree: ast.Module) -> list[ast.FunctionDef]:
+    def is_task(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return isinstance(target, ast.Name) and target.id == "task"
+
+    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(map(is_task, n.decorator_list))]
+
+
+def test_there_is_one_file_per_dag():
+    assert {p.stem for p in _dag_sources()} == DAG_IDS
+
+
+@pytest.mark.parametrize("path", _dag_sources(), ids=lambda p: p.name)
+def test_a_dag_file_imports_only_the_task_sdk_dates_and_settings_at_its_top(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            top.add(node.module)
+    assert top <= ALLOWED_TOP_LEVEL, top - ALLOWED_TOP_LEVEL
+
+
+@pytest.mark.parametrize("path", _dag_sources(), ids=lambda p: p.name)
+def test_every_task_is_one_call_into_the_pipeline(path):
+    tasks = _decorated_tasks(ast.parse(path.read_text(encoding="utf-8")))
+    assert tasks, f"{path.name} defines no @task"
+    for fn in tasks:
+        calls = [
+            n
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "pipeline"
+        ]
+        assert len(calls) == 1, f"{path.name}:{fn.name} makes {len(calls)} pipeline calls"
