@@ -262,8 +262,11 @@ def run_dag(dag_id: str, logical_date: str, *, env: dict[str, str], home: Path) 
 
 def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), *, progress: Callable[[str], None] = print) -> Path:
     """Seed (once), calibrate, run the nightly DAG through Airflow, and return the index's path."""
+    import logging
+
     from auditor import pipeline
 
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # keep the demo's own progress readable
     root = root.resolve()
     marker = root / "seeded.json"
     if marker.exists():
