@@ -142,14 +142,21 @@ def _register_plain(tracking_uri: str, name: str) -> str:
     return str(version.version)
 
 
-def seed(root: Path, variants: Sequence[Variant] = VARIANTS, *, epochs: int = 3, progress: Callable[[str], None] = print) -> Seeded:
+def seed(
+    root: Path,
+    variants: Sequence[Variant] = VARIANTS,
+    *,
+    epochs: int = 3,
+    env: dict[str, str] | None = None,
+    progress: Callable[[str], None] = print,
+) -> Seeded:
     """Train and register ``variants`` of the reference model into a fresh world under ``root``."""
     import auditor
     from auditor.snapshots import create_snapshot
 
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    env = base_env(root)
+    env = {**base_env(root), **(env or {})}  # e.g. a PostgreSQL tracking URI and S3 stores
     full_env = {**os.environ, **env}
     progress("making a git repository of the reference project")
     project = make_project(root / "project")

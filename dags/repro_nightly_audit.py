@@ -16,6 +16,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
+from auditor.deploy import rebuild_backend
 from auditor.settings import get_settings
 
 GPU_POOL = "repro_gpu"
@@ -47,6 +48,26 @@ def make_audit_task() -> Any:
         )
 
     return audit
+
+
+def audit_each(picks: Any) -> Any:
+    """The per-model audit mapped over the sample, by the configured route (``REPRO_REBUILD_BACKEND``).
+
+    ``celery`` (default): a task in the GPU pool on the ``gpu`` queue, calling the pipeline in place.
+    ``kubernetes``: one pod per model, spec from ``auditor.deploy.kubernetes`` (the provider is
+    imported only when this route is configured).
+    """
+    if rebuild_backend() == "kubernetes":
+        from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+        from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments
+
+        def _arguments(pick: dict) -> list[str]:
+            return pod_arguments(pick["ref"])
+
+        operator = KubernetesPodOperator.partial(task_id="audit", pool=GPU_POOL, **operator_kwargs(PodSettings.from_env()))
+        return operator.expand(arguments=picks.map(_arguments)).output  # an XComArg, like the decorated task's
+    return make_audit_task().expand(pick=picks)
 
 
 @dag(
@@ -82,7 +103,7 @@ def repro_nightly_audit() -> None:
         return pipeline.publish_summary(_date(context), sample, list(results))
 
     picks = sample()
-    results = make_audit_task().expand(pick=picks)
+    results = audit_each(picks)
     publish(picks["sample"], results)
 
 

@@ -1,0 +1,49 @@
+"""The rebuild pod's entry point: one ``pipeline.audit_and_publish`` call, as the Celery task makes.
+
+Exit status is what ``KubernetesPodOperator`` turns into task success or failure:
+0 when the audit reached a verdict (any verdict, ERROR included: a model-level
+failure is a finding, not a reason to retry), 3 when publishing itself failed
+(``InfrastructureError``), so Airflow retries the pod; publishing is idempotent.
+The last line of output is the result as JSON; when ``KubernetesPodOperator``
+collects XCom (its ``/airflow/xcom`` volume is mounted) the result is also
+written to ``return.json`` there, so the DAG's publish step receives it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from auditor.errors import InfrastructureError
+
+XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Audit and publish one model version; returns the process exit status."""
+    parser = argparse.ArgumentParser(prog="python -m auditor.deploy.pod_main", description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", required=True, help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    parser.add_argument("--date", required=True, help="the audit date, YYYY-MM-DD (the task's logical date)")
+    parser.add_argument("--audit-run", required=True, help="the Airflow DAG run that asked for the audit")
+    parser.add_argument("--reruns", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    from auditor import pipeline
+
+    try:
+        result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
+                                            reruns=args.reruns)
+    except InfrastructureError as exc:
+        print(f"publishing failed, the task will retry: {exc}", file=sys.stderr)
+        return InfrastructureError.exit_code
+    text = json.dumps(result, sort_keys=True, default=str)
+    if XCOM_DIR.is_dir():
+        (XCOM_DIR / "return.json").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
