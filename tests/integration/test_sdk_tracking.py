@@ -342,7 +342,7 @@ def test_weights_to_evaluate_is_offered_only_to_an_audits_rebuild(project, tmp_p
         assert run.weights_to_evaluate == weights
         assert run.config == {"seed": 3, "model": {"hidden": 2}} and run.seeds.seed == 3
         run.log_metrics({"auc": 0.5})
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["metrics.json", "run_record.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["evaluation.json", "metrics.json", "run_record.json"]  # evaluation.json: these metrics evaluate the given weights
     assert run.run_id is None
 
     with pytest.raises(BadInput, match="REPRO_OUTPUT_DIR is unset"):
