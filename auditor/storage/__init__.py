@@ -2,9 +2,14 @@
 
 One small surface (see ``BlobStore``) that the snapshot store and the report
 publisher both sit on, so no backend ever re-implements a layout: layouts live
-above this layer, bytes live below it.
+above this layer, bytes live below it::
+
+    store = open_store("s3://bucket/prefix")      # or "memory://x", "/some/dir", "file:///some/dir"
+    store.write("a/b", b"bytes")                  # True; False (nothing written) when "a/b" exists
+    store.read("a/b"); store.exists("a/b"); list(store.list("a/"))
+    store.download("a/b", Path("out.bin")); store.local_path("a/b")   # a Path for local stores, else None
 """
 
-from auditor.storage.base import BlobStore, open_store
+from auditor.storage.base import BlobStore, check_key, open_store, register_scheme
 
-__all__ = ["BlobStore", "open_store"]
+__all__ = ["BlobStore", "check_key", "open_store", "register_scheme"]

@@ -61,9 +61,11 @@ class BlobStore(abc.ABC):
 
 
 _BACKENDS: dict[str, Callable[[str], BlobStore]] = {}
+_BUILTINS_LOADED = False
 
 
 def register_scheme(scheme: str, factory: Callable[[str], BlobStore]) -> None:
+    """Make ``open_store`` answer ``scheme://`` URIs with ``factory(uri)``."""
     _BACKENDS[scheme] = factory
 
 
@@ -71,7 +73,7 @@ def open_store(uri: str | Path) -> BlobStore:
     """Open the store a URI names. A plain path means a local directory."""
     uri = str(uri)
     scheme = urlparse(uri).scheme if "://" in uri else "file"
-    if not _BACKENDS:
+    if not _BUILTINS_LOADED:
         _register_builtin()
     try:
         factory = _BACKENDS[scheme]
@@ -82,9 +84,14 @@ def open_store(uri: str | Path) -> BlobStore:
 
 
 def _register_builtin() -> None:
-    # Imported here so that importing the interface never imports boto3.
+    # Imported here so that importing the interface never imports a backend; s3.py imports boto3 lazily itself.
+    global _BUILTINS_LOADED
     from auditor.storage import local, memory, s3
 
-    register_scheme("memory", memory.MemoryStore.from_uri)
-    register_scheme("file", local.LocalStore.from_uri)
-    register_scheme("s3", s3.S3Store.from_uri)
+    for scheme, factory in (
+        ("memory", memory.MemoryStore.from_uri),
+        ("file", local.LocalStore.from_uri),
+        ("s3", s3.S3Store.from_uri),
+    ):
+        _BACKENDS.setdefault(scheme, factory)
+    _BUILTINS_LOADED = True

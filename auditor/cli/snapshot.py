@@ -1,0 +1,141 @@
+"""``repro-audit snapshot create|verify|materialize``: thin wrappers over ``auditor.snapshots``.
+
+Exit codes come from the errors (``auditor.cli.main``): 1 when verification
+finds problems, 2 for bad input (unknown id, unsafe manifest, DEST not empty),
+3 when the store cannot be reached.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from auditor.cli import app
+from auditor.cli.output import emit_json
+from auditor.errors import SnapshotCorrupt
+from auditor.settings import get_settings
+from auditor.snapshots.hashing import ProgressFn
+
+snapshot_app = typer.Typer(
+    name="snapshot",
+    help="Content-addressed, verified data snapshots (create, verify, materialize).",
+    no_args_is_help=True,
+)
+app.add_typer(snapshot_app, name="snapshot")
+
+_STORE_HELP = "snapshot store: a path, file://, s3://bucket/prefix or memory://NAME (default: REPRO_SNAPSHOT_STORE)"
+
+
+def _store(uri: str | None) -> str:
+    return uri or get_settings().snapshot_store
+
+
+def _say(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, highlight=False).print(Text(message), soft_wrap=True)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[ProgressFn | None]:
+    """A rich progress bar on stderr, one row per stage; nothing when stderr is not a terminal."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        yield report
+
+
+@snapshot_app.command("create")
+def create(
+    source: str = typer.Argument(..., help="a directory; s3://bucket/prefix to pin object versions; a table with --delta"),
+    store: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    delta: bool = typer.Option(False, "--delta", help="SOURCE is a Delta Lake table: pin a version and its files"),
+    table_version: int | None = typer.Option(None, "--table-version", help="Delta version to pin (default: latest)"),
+    json_out: bool = typer.Option(False, "--json", help="print a JSON object instead of the bare id"),
+) -> None:
+    """Snapshot SOURCE into the store and print the snapshot id."""
+    uri = _store(store)
+    with _progress(not json_out) as progress:
+        if delta:
+            from auditor.snapshots.delta import create_delta_snapshot
+
+            info = create_delta_snapshot(source, uri, version=table_version, progress=progress)
+        elif source.startswith("s3://"):
+            from auditor.snapshots.reference import create_reference_snapshot
+
+            info = create_reference_snapshot(source, uri, progress=progress)
+        else:
+            from auditor.snapshots.store import create_snapshot
+
+            info = create_snapshot(source, uri, progress=progress)
+    if json_out:
+        emit_json(info.to_json())
+        return
+    sys.stdout.write(info.id + "\n")
+    _say(f"{info.files:,} files, {_size(info.bytes)}, {info.new_objects:,} new object(s) in {info.store}")
+
+
+@snapshot_app.command("verify")
+def verify(
+    snapshot_id: str = typer.Argument(..., help="blake3:<64 hex>"),
+    store: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    path: Path | None = typer.Option(None, "--path", help="compare this directory with the manifest instead"),
+    json_out: bool = typer.Option(False, "--json", help="print the problems as JSON"),
+) -> None:
+    """Re-hash every byte of a snapshot; exit 1 naming each missing, extra, changed or truncated path."""
+    from auditor.snapshots.store import verify_snapshot
+
+    with _progress(not json_out) as progress:
+        problems = verify_snapshot(snapshot_id, _store(store), path=path, progress=progress)
+    if json_out:
+        emit_json({"id": snapshot_id, "ok": not problems, "problems": [p.to_json() for p in problems]})
+    if problems:
+        raise SnapshotCorrupt(snapshot_id, problems)
+    if not json_out:
+        _say(f"ok: {snapshot_id} verified" + (f" against {path}" if path else ""))
+
+
+@snapshot_app.command("materialize")
+def materialize(
+    snapshot_id: str = typer.Argument(..., help="blake3:<64 hex>"),
+    dest: Path = typer.Argument(..., help="a new (or empty) directory"),
+    store: str | None = typer.Option(None, "--store", help=_STORE_HELP),
+    copy: bool = typer.Option(False, "--copy", help="copy files instead of hard-linking them from a local store"),
+    json_out: bool = typer.Option(False, "--json", help="print a JSON object"),
+) -> None:
+    """Write a verified copy of the snapshot to DEST, or leave nothing there."""
+    from auditor.snapshots.store import materialize as build
+
+    with _progress(not json_out) as progress:
+        result = build(snapshot_id, _store(store), dest, link=not copy, progress=progress)
+    if json_out:
+        emit_json({"id": snapshot_id, "dest": str(result)})
+    else:
+        sys.stdout.write(f"{result}\n")
