@@ -95,7 +95,7 @@ def _data(record: RunRecord) -> list[Finding]:
             out.append(_block("data.mutable_version", f"{path}.version", f"{ref.uri!r} is named by {shown}", "snapshot it (repro-audit snapshot create) and record the snapshot id"))
         elif ref.kind == "snapshot" and not _SNAPSHOT_ID.fullmatch(version):
             out.append(_block("data.snapshot_id_malformed", f"{path}.version", f"{version!r} is not a snapshot id", "use the blake3:<hex> id printed by snapshot create"))
-        elif ref.kind in {"path", "table", "other"} and not ref.content_hash:
+        elif ref.kind != "snapshot" and not ref.content_hash:
             out.append(_block("data.unhashed", f"{path}.content_hash", f"{ref.kind} {ref.uri!r} has a version label but no content hash", "snapshot it so its bytes are hashed"))
         if ref.split is None:
             out.append(_warn("data.split_missing", f"{path}.split", "how the data was split is not recorded", "record the split definition and its seed"))

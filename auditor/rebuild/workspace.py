@@ -113,13 +113,14 @@ def _materialise_data(record: RunRecord, data_root: Path) -> dict[str, Path]:
     for name, ref in record.data.items():
         dest = data_root / name
         if ref.kind == "snapshot" and ref.version:
+            # Delta tables and versioned S3 prefixes are recorded as snapshots too
+            # (create_delta_snapshot, create_reference_snapshot): one path verifies them all.
             materialize(ref.version, open_store(ref.uri), dest)
-        elif ref.kind == "delta":
-            from auditor.snapshots import delta
-
-            delta.materialize_reference(ref, dest)
         else:
-            raise InputUnrecoverable(f"data ref {name!r} ({ref.kind} {ref.uri!r}) is not a snapshot the audit can materialise", hint="record data as a snapshot id")
+            raise InputUnrecoverable(
+                f"data ref {name!r} ({ref.kind} {ref.uri!r}) is not a snapshot the audit can materialise and verify",
+                hint="record it as a snapshot id (repro-audit snapshot create, or create_delta_snapshot for a Delta table)",
+            )
         dirs[name] = dest
     return dirs
 
