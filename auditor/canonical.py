@@ -48,3 +48,13 @@ def digest(value: Any) -> str:
 def pretty_json(value: Any) -> str:
     """Human-readable JSON with sorted keys (not canonical; for display and files people read)."""
     return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; an empty mapping stays a leaf."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}

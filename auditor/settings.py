@@ -17,24 +17,22 @@ from pathlib import Path
 from auditor.errors import BadInput
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _number(env: Mapping[str, str], name: str, default, cast, kind: str):
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        return cast(raw)
     except ValueError:
-        raise BadInput(f"environment variable {name}={raw!r} is not an integer", hint=f"set {name} to e.g. {default}") from None
+        raise BadInput(f"environment variable {name}={raw!r} is not {kind}", hint=f"set {name} to e.g. {default}") from None
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    return _number(env, name, default, int, "an integer")
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise BadInput(f"environment variable {name}={raw!r} is not a number", hint=f"set {name} to e.g. {default}") from None
+    return _number(env, name, default, float, "a number")
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from auditor.canonical import digest as canonical_digest
+from auditor.canonical import flatten
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import is_redacted
@@ -111,19 +112,10 @@ def _config(record: RunRecord) -> list[Finding]:
         out.append(_block("config.digest_missing", "config.digest", "the resolved config has no digest", "capture the config with resolve_config()"))
     elif config.digest != canonical_digest(config.resolved):
         out.append(_block("config.digest_mismatch", "config.digest", "the resolved config does not match its digest", "the record was edited; re-capture it"))
-    redacted = sorted(k for k, v in _flat(config.resolved).items() if is_redacted(v))
+    redacted = sorted(k for k, v in flatten(config.resolved).items() if is_redacted(v))
     for key in redacted:
         out.append(_warn("config.redacted", f"config.resolved.{key}", "a secret-looking value was redacted; a rebuild sees the marker", "read secrets from the environment at run time, not from the config"))
     return out
-
-
-def _flat(value: object, prefix: str = "") -> dict[str, object]:
-    if isinstance(value, dict):
-        out: dict[str, object] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: value}
 
 
 def _environment(record: RunRecord, policy: GatePolicy) -> list[Finding]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from auditor.canonical import digest
+from auditor.canonical import digest, flatten
 from auditor.errors import BadInput
 from auditor.lineage.record import (
     DIFF_FILE,
@@ -199,15 +199,6 @@ def _set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value}
-
-
 def _parse_scalar(text: str) -> Any:
     try:
         return yaml.safe_load(text)
@@ -236,7 +227,7 @@ def resolve_config(
         base, origin, file_name = _load_config_file(path), "file", path.name
     else:
         base, origin = {}, "default"
-    for key, value in _flatten(base).items():
+    for key, value in flatten(base).items():
         if key:
             _set_path(resolved, key, value)
             sources[key] = origin
@@ -253,7 +244,7 @@ def resolve_config(
         _set_path(resolved, key, _parse_scalar(raw))
         sources[key] = "cli"
     # a key overridden as a whole mapping drops its children's stale sources
-    flat = _flatten(resolved)
+    flat = flatten(resolved)
     sources = {k: v for k, v in sources.items() if k in flat or any(f.startswith(k + ".") for f in flat)}
     redacted = redact_mapping(resolved)
     return ConfigInfo(resolved=redacted, digest=digest(redacted), sources=sources, file=file_name)
