@@ -125,6 +125,13 @@ def rebuild_env(record: RunRecord, *, seed: int | None = None, evaluate: Path | 
     return env
 
 
+def _home(workspace) -> Path:
+    """A HOME of the rebuild's own, so it never reads the auditor's ~/.aws, ~/.netrc or caches."""
+    home = workspace.root / "home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
 def _run_once(record: RunRecord, workspace, runner, output_dir: Path, settings: Settings, *, seed: int | None = None, evaluate: Path | None = None) -> RunResult:
     from auditor.judge.weights import sha256_file
     from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
@@ -135,7 +142,7 @@ def _run_once(record: RunRecord, workspace, runner, output_dir: Path, settings: 
         argv=list(record.code.entrypoint or []),
         cwd=workspace.project_dir,
         output_dir=output_dir,
-        env=rebuild_env(record, seed=seed, evaluate=evaluate),
+        env={**rebuild_env(record, seed=seed, evaluate=evaluate), "HOME": str(_home(workspace))},
         data=workspace.data_dirs,
         config_file=workspace.config_path,
         timeout_s=settings.rebuild_timeout_s,
@@ -280,6 +287,8 @@ def _registered_weights(registry, info, record: RunRecord, dest: Path) -> tuple[
     path = artifact.uri[len("runs:/") :].split("/", 1)[1] if artifact.uri.startswith("runs:/") and artifact.uri.count("/") >= 2 else WEIGHTS_ARTIFACT
     try:
         return registry.download_artifact(info, path, dest), artifact.sha256, None
+    except InfrastructureError:
+        raise  # an outage is retryable: never a verdict on the model
     except ReproError as exc:
         return None, artifact.sha256, f"registered weights {path} could not be downloaded: {exc}"
 
@@ -302,6 +311,7 @@ def audit(
     from auditor.rebuild.drift import environment_drift
 
     settings = settings or get_settings()
+    run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
     audit_id = date or started.replace(":", "").replace("-", "")
     registry = _registry(settings)
@@ -342,7 +352,6 @@ def audit(
             if not blocking(findings):
                 progress("preparing the workspace")
                 workspace = _prepare(record, diff, tmp / "workspace", settings)
-                run_with = make_runner(runner)
                 if weights is not None:
                     progress("re-evaluating the registered weights")
                     check = _run_once(record, workspace, run_with, tmp / "evaluate", settings, evaluate=weights)
@@ -404,20 +413,16 @@ def audit(
 
 
 # -- publish and the nightly sequence -------------------------------------------------------
-def _already_published(model_ref: str, date: str, settings: Settings) -> dict[str, Any] | None:
-    """The verdict and report of an audit of this version for this date, if one was published."""
-    from auditor.registry.refs import parse_ref
+def _published_evidence(info, date: str, settings: Settings) -> dict[str, Any] | None:
+    """The stored evidence of this version's audit for ``date``, if its evidence was published."""
     from auditor.report.evidence import load_evidence, report_stem
     from auditor.storage import open_store
 
-    registry = _registry(settings)
-    info = registry.resolve(parse_ref(model_ref))
     stem = report_stem(info.name, str(info.version), date)
     store = open_store(settings.reports)
-    if not (store.exists(f"{stem}.json") and store.exists(f"{stem}.html")):
+    if not store.exists(f"{stem}.json"):
         return None
-    audit = load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")["audit"]
-    return {"ref": info.ref, "verdict": audit["verdict"], "error": audit.get("error"), "report": f"{store.uri.rstrip('/')}/{stem}.html"}
+    return load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")
 
 
 def audit_and_publish(
@@ -434,30 +439,33 @@ def audit_and_publish(
 
     Returns ``{"ref", "verdict", "report", "error", "skipped"}``. A model-level
     failure is a verdict (``ERROR`` or ``NOT_REPRODUCIBLE``), never an exception;
-    only a failure to publish raises, so that the task is retried.
+    an infrastructure failure (registry, reports store) raises, so that the task
+    is retried. Every step is safe to repeat: once the evidence is stored, a
+    retry finishes publishing *that* evidence (report, ledger, registry tags)
+    instead of auditing again.
     """
+    from auditor.report.evidence import audit_of
     from auditor.report.publish import publish
 
     settings = settings or get_settings()
-    runner = runner or settings.runner
-    try:
-        done = _already_published(model_ref, date, settings)
-    except ReproError as exc:
-        return {"ref": model_ref, "verdict": Verdict.ERROR.value, "report": None, "error": str(exc), "skipped": False}
-    if done:
-        return {**done, "skipped": True}
-    result = audit(model_ref, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
-    publication = publish(result, settings.reports, settings=settings)
     registry = _registry(settings)
-    info = registry.resolve(model_ref)
+    info = registry.resolve(model_ref)  # pin the version now: an alias may move while we work
+    stored = _published_evidence(info, date, settings)
+    skipped = stored is not None
+    if skipped:
+        result = audit_of(stored)
+    else:
+        result = audit(info.ref, runner=runner or settings.runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
+    publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
-    registry.write_outcome(info, result.verdict.value, result.finished_at, report_uri)
-    previous = info.tags.get(TAG_AUDIT_DATE)
-    tags = {TAG_AUDIT_DATE: date}
-    if previous and previous != date:
-        tags[TAG_AUDIT_PREVIOUS_DATE] = previous
-    registry.set_tags(info, tags)
-    return {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": False}
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get("repro.audit.report") != report_uri:
+        registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
+        tags = {TAG_AUDIT_DATE: date}
+        previous = info.tags.get(TAG_AUDIT_DATE)
+        if previous and previous != date:
+            tags[TAG_AUDIT_PREVIOUS_DATE] = previous
+        registry.set_tags(info, tags)
+    return {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
 
 
 def sample(date: str, *, settings: Settings | None = None) -> dict[str, Any]:

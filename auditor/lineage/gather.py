@@ -125,7 +125,7 @@ def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
         url = top.as_uri()
     status = _git(["status", "--porcelain", "--untracked-files=all"], top)
     dirty = bool(status.strip())
-    code = CodeInfo(repo_url=redact_text(url), commit=commit, dirty=dirty, subdir=subdir)
+    code = CodeInfo(repo_url=_without_password(url), commit=commit, dirty=dirty, subdir=subdir)
     if not dirty:
         return code, None
 
@@ -140,6 +140,11 @@ def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
         }
     )
     return code, diff
+
+
+def _without_password(url: str) -> str:
+    """The URL with any ``user:password@`` removed: the auditor clones with its own credentials."""
+    return redact_text(re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+:[^/@\s]*@", r"\1", url))
 
 
 def _diff_against_head(top: Path) -> tuple[bytes, list[UntrackedBinary]]:

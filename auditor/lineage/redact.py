@@ -16,15 +16,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-# Narrow on purpose: an over-eager match would replace a real config value (say
-# ``sort_key``) with a marker and break the rebuild, so "key" counts only in
-# the compound names credentials actually use.
-_SECRET_KEY = re.compile(
-    r"(pass(word|wd|phrase)?|secret|token|credential|cookie|session[_-]?id|signature|dsn|"
-    r"(api|access|private|secret|signing|encryption|master|ssh|account)[_-]?key|^key$|"
-    r"(^|[_.-])auth($|[_.-])|authorization)",
-    re.IGNORECASE,
-)
+# A loose hint for scanning lines of text; ``is_secret_key`` makes the real decision.
+_SECRET_KEY = re.compile(r"(pass|secret|token|credential|cookie|session|signature|dsn|key|auth)", re.IGNORECASE)
+# Whole words only, so that ordinary settings (``max_tokens``, ``tokenizer``, ``num_passes``,
+# ``sort_key``) keep their values: a marker there would break the rebuild that reads them.
+_SECRET_WORDS = frozenset({
+    "password", "passwd", "passphrase", "pwd", "secret", "token", "credential", "credentials", "cookie",
+    "dsn", "auth", "authorization", "apikey", "signature", "sessionid", "privatekey", "accesskey",
+})
+_KEY_QUALIFIERS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "ssh", "account", "session"})
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _CREDENTIAL_VALUE = [
     re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b"),  # AWS access key ids
     re.compile(r"\bbearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
@@ -32,6 +33,7 @@ _CREDENTIAL_VALUE = [
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),  # GitHub tokens
     re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),  # Slack tokens
     re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),  # common API secret keys
+    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face tokens
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
 ]
 # scheme://user:password@host  -> the password part only
@@ -51,7 +53,18 @@ def is_redacted(value: Any) -> bool:
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key))
+    """Whether a config key, variable or argument name names a secret (``db.password``, ``apiKey``, ``hf_token``)."""
+    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
+    if words == ["key"]:
+        return True
+    for i, word in enumerate(words):
+        if word in _SECRET_WORDS:
+            return True
+        if word == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
+            return True
+        if word == "id" and i > 0 and words[i - 1] == "session":
+            return True
+    return False
 
 
 def redact_text(text: str) -> str:

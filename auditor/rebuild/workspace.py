@@ -21,6 +21,7 @@ from pathlib import Path
 
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
 from auditor.lineage.record import RunRecord
+from auditor.lineage.redact import redact_text
 
 CONFIG_FILE = "resolved_config.json"
 
@@ -35,10 +36,13 @@ class Workspace:
 
 
 def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    result = subprocess.run(
         ["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
         env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
     )
+    # git echoes URLs (credentials included) in its errors, which end up in reports
+    result.stderr = redact_text(result.stderr)
+    return result
 
 
 def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
@@ -115,7 +119,8 @@ def _materialise_data(record: RunRecord, data_root: Path) -> dict[str, Path]:
         if ref.kind == "snapshot" and ref.version:
             # Delta tables and versioned S3 prefixes are recorded as snapshots too
             # (create_delta_snapshot, create_reference_snapshot): one path verifies them all.
-            materialize(ref.version, open_store(ref.uri), dest)
+            # copies, not hard links: the training script must not be able to write into the store
+            materialize(ref.version, open_store(ref.uri), dest, link=False)
         else:
             raise InputUnrecoverable(
                 f"data ref {name!r} ({ref.kind} {ref.uri!r}) is not a snapshot the audit can materialise and verify",

@@ -42,7 +42,11 @@ def redact(text: str | None) -> str | None:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
     text = _URL_PASSWORD.sub(r"\1***\3", text)
-    return _AWS_KEY_ID.sub("AKIA****************", text)
+    text = _AWS_KEY_ID.sub("AKIA****************", text)
+    # then the same credential patterns the run record uses (tokens, JWTs, private keys …)
+    from auditor.lineage.redact import redact_text
+
+    return redact_text(text)
 
 
 def _finite(value: Any) -> Any:

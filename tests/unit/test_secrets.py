@@ -45,6 +45,29 @@ def test_credential_shaped_values_are_redacted_in_free_text():
     assert "eyJhbGciOi" not in text and "AKIAIOSFODNN7EXAMPLE" not in text
 
 
-def test_ordinary_keys_that_contain_key_are_not_redacted():
-    resolved = resolve_config({"sort_key": "ts", "key_column": "id", "monkey": 1}).resolved
-    assert resolved == {"sort_key": "ts", "key_column": "id", "monkey": 1}
+def test_ordinary_settings_that_merely_contain_a_secret_word_keep_their_values():
+    plain = {"sort_key": "ts", "key_column": "id", "monkey": 1, "max_tokens": 512, "tokenizer": "bpe", "num_passes": 3, "author": "ada"}
+    assert resolve_config(plain).resolved == plain
+
+
+def test_secret_names_in_every_spelling_are_redacted():
+    names = ["password", "db.password", "apiKey", "api_key", "hf_token", "client_secret", "access_token", "session_id", "key"]
+    resolved = resolve_config({name: "s3cr3t-value" for name in names}).resolved
+    assert "s3cr3t-value" not in str(resolved)
+
+
+def test_log_tails_and_errors_in_reports_are_redacted_with_the_same_patterns():
+    from auditor.report.evidence import redact
+
+    text = redact("cloning https://ghp_abcdefghijklmnopqrstuvwxyz0123456789@github.com/x and hf_abcdefghijklmnopqrstuvwxyz1 X-Api-Token: eyJhbGciOiJ.eyJzdWIiOiIx.sig")
+    for leaked in ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "hf_abcdefghijklmnopqrstuvwxyz1", "eyJhbGciOiJ"):
+        assert leaked not in text
+
+
+def test_a_repository_url_is_recorded_without_its_password(git_repo):
+    from auditor.lineage.gather import git_info
+    from tests.fixtures.gitrepo import git
+
+    git(git_repo, "remote", "add", "origin", "https://bob:pw-canary-77@git.example.com/team/model.git")
+    code, _ = git_info(git_repo)
+    assert code.repo_url == "https://git.example.com/team/model.git"
