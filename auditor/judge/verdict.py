@@ -12,9 +12,12 @@ Tiers, weakest to strongest:
 
 The overall verdict, first rule that applies:
 
-1. ``NOT_REPRODUCIBLE`` when lineage or artifact recovery fails, or the recipe itself failed to run:
-   retrying cannot change those, so they win over an infrastructure error.
-2. ``ERROR`` when infrastructure failed (retryable).
+1. ``NOT_REPRODUCIBLE`` when lineage or artifact recovery fails, or an input proved unrecoverable
+   (``rebuild_error``: commit gone, snapshot corrupt, outputs missing after a clean exit): retrying
+   cannot change those, so they win over an infrastructure error.
+2. ``ERROR`` when the audit could not produce evidence (``error``): the engine, network or registry
+   failed, or the recorded entrypoint crashed or timed out mid-rebuild. The pipeline counts a crash
+   here because it cannot tell a flaky machine from a broken recipe; the log tail goes in the report.
 3. ``OUT_OF_TOLERANCE`` when the statistical tier fails: a failed tier is never hidden by a stronger
    one that passed (bit-identical weights with a NaN metric are not "reproduced").
 4. ``REPRODUCED_BITWISE`` when the bitwise tier passes.
