@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples" / "reference_model"))
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before CUDA initialises
 
-import torch  # noqa: E402
-
 import make_data  # noqa: E402
+import torch  # noqa: E402
 import train as reference  # noqa: E402
+
 from auditor.seeds import dataloader_kwargs, seed_everything  # noqa: E402
 
 
