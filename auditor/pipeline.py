@@ -449,7 +449,12 @@ def audit_and_publish(
 
     settings = settings or get_settings()
     registry = _registry(settings)
-    info = registry.resolve(model_ref)  # pin the version now: an alias may move while we work
+    try:
+        info = registry.resolve(model_ref)  # pin the version now: an alias may move while we work
+    except InfrastructureError:
+        raise
+    except ReproError as exc:  # a version deleted since sampling, a malformed ref: this model's row says so
+        return {"ref": model_ref, "verdict": Verdict.ERROR.value, "report": None, "error": str(exc), "skipped": False}
     stored = _published_evidence(info, date, settings)
     skipped = stored is not None
     if skipped:
