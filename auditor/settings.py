@@ -62,6 +62,7 @@ class Settings:
     responsible_person: str = "unassigned (set REPRO_RESPONSIBLE)"
     runner: str = "process"
     rebuild_timeout_s: int = 3600
+    retry_delay_s: int = 300  # the DAGs' retry delay; tests and the demo use 1–2 s
     nightly_schedule: str = "0 2 * * *"
     nightly_max_models: int = 5
     nightly_budget_hours: float = 4.0
@@ -92,6 +93,7 @@ class Settings:
             responsible_person=env.get("REPRO_RESPONSIBLE") or cls.responsible_person,
             runner=env.get("REPRO_RUNNER") or "process",
             rebuild_timeout_s=_int(env, "REPRO_REBUILD_TIMEOUT_S", 3600),
+            retry_delay_s=_int(env, "REPRO_RETRY_DELAY_S", 300),
             nightly_schedule=env.get("REPRO_NIGHTLY_SCHEDULE") or "0 2 * * *",
             nightly_max_models=_int(env, "REPRO_NIGHTLY_MAX_MODELS", 5),
             nightly_budget_hours=_float(env, "REPRO_NIGHTLY_BUDGET_HOURS", 4.0),

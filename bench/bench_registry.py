@@ -23,24 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
-
-class Counting:
-    """A real MlflowClient that counts the public calls made through it."""
-
-    def __init__(self, inner) -> None:
-        self._inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str):
-        attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_"):
-            return attr
-
-        def counted(*args, **kwargs):
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return counted
+from tests.fixtures.counting import CountingClient  # noqa: E402
 
 
 def naive_listing(client) -> int:
@@ -78,7 +61,7 @@ def main() -> None:
         print(f"setup: {args.versions} versions over {args.models} models, each with a run record, "
               f"in {time.perf_counter() - started:.1f} s")
 
-        ours = Counting(MlflowClient(tracking_uri=uri))
+        ours = CountingClient(MlflowClient(tracking_uri=uri))
         registry = MlflowRegistry(uri, client=ours)
         started = time.perf_counter()
         listed = list(registry.list_versions())
@@ -86,7 +69,7 @@ def main() -> None:
         assert len(listed) == args.versions
         list_calls = Counter(ours.calls)
 
-        naive = Counting(MlflowClient(tracking_uri=uri))
+        naive = CountingClient(MlflowClient(tracking_uri=uri))
         started = time.perf_counter()
         assert naive_listing(naive) == args.versions
         t_naive = time.perf_counter() - started

@@ -7,7 +7,6 @@ Triggered by hand with params ``model_uri`` and ``reruns``; the runner comes fro
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 import pendulum
@@ -25,7 +24,7 @@ GPU_QUEUE = "gpu"
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=int(os.environ.get("REPRO_RETRY_DELAY_S") or 300))},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=get_settings().retry_delay_s)},
     params={
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"

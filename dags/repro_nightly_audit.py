@@ -8,7 +8,6 @@ and the logical date, and pass refs and report URIs through XCom, never payloads
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -77,7 +76,7 @@ def audit_each(picks: Any) -> Any:
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=int(os.environ.get("REPRO_RETRY_DELAY_S") or 300))},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=get_settings().retry_delay_s)},
     tags=["repro-audit", "audit", "nightly"],
     doc_md=__doc__,
 )

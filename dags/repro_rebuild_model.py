@@ -9,7 +9,6 @@ version and logical date: a second trigger for the same day publishes nothing ne
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -34,7 +33,7 @@ def _date(context: Mapping[str, Any]) -> str:
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=int(os.environ.get("REPRO_RETRY_DELAY_S") or 300))},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=get_settings().retry_delay_s)},
     params={
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"

@@ -6,7 +6,6 @@ import hashlib
 import math
 import re
 import uuid
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from auditor.errors import InfrastructureError, MalformedRecord, NotFound
 from auditor.registry import RecordMissing
 from auditor.registry.base import TAG_AUDIT_AT, TAG_RECORD_DIGEST, TAG_REPORT, TAG_VERDICT, WEIGHTS_ARTIFACT
 from auditor.registry.mlflow import RUN_CHUNK, MlflowRegistry
+from tests.fixtures.counting import CountingClient
 from tests.fixtures.mlflow import bulk_versions, seed_version
 from tests.fixtures.records import complete_record
 
@@ -225,25 +225,6 @@ def test_an_unreachable_tracking_server_is_an_infrastructure_error_and_lineage_s
     assert "hunter2secret" not in str(caught.value)  # the URI's password never reaches a log
     code, _, err = run_cli(["lineage", "show", "models:/churn/1", "--tracking-uri", uri], capsys)
     assert code == 3 and f"127.0.0.1:{port}" in err and "hunter2secret" not in err
-
-
-class CountingClient:
-    """Wraps a real MlflowClient and counts every public method call made through it."""
-
-    def __init__(self, inner) -> None:
-        self._inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str):
-        attr = getattr(self._inner, name)
-        if not callable(attr) or name.startswith("_"):
-            return attr
-
-        def counted(*args, **kwargs):
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return counted
 
 
 @pytest.mark.slow
