@@ -1,0 +1,110 @@
+"""The entry-point contract between a training script (through the SDK) and the auditor. Pure: no I/O.
+
+A rebuild runs the recorded entrypoint with these variables set, and reads back these files from
+``REPRO_OUTPUT_DIR``. The SDK (``auditor.registry.sdk``) is the script's side, the runners
+(``auditor.rebuild``) are the auditor's side; both take every name from here, so the contract has
+one home. The README's "entry-point contract" section documents the same table.
+
+=========================  ============================================================  =========
+variable                   meaning                                                       set by
+=========================  ============================================================  =========
+``REPRO_REBUILD``          ``1``: this process is an audit's rebuild (train, never log)  runner
+``REPRO_OUTPUT_DIR``       folder for ``metrics.json``, ``model.safetensors``, record     runner
+``REPRO_CONFIG``           the resolved config as a JSON file                            runner
+``REPRO_DATA_<NAME>``      folder of the verified snapshot of data ref NAME              runner
+``REPRO_SEED``             the seed to train under (recorded, or a calibration seed)     auditor
+``REPRO_DETERMINISTIC``    ``1``/``0``: deterministic kernels as recorded                auditor
+``REPRO_TORCH_THREADS``    torch's intra-op thread count as recorded                     auditor
+``REPRO_EVALUATE_WEIGHTS`` evaluate this weights file instead of training                auditor
+``REPRO_CFG__A__B``        a config override ``a.b`` (training time, recorded)           user
+=========================  ============================================================  =========
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from auditor.lineage.record import RunRecord
+
+# -- variables --------------------------------------------------------------------------
+ENV_REBUILD = "REPRO_REBUILD"
+ENV_OUTPUT_DIR = "REPRO_OUTPUT_DIR"
+ENV_CONFIG = "REPRO_CONFIG"
+ENV_DATA_PREFIX = "REPRO_DATA_"
+ENV_SEED = "REPRO_SEED"
+ENV_DETERMINISTIC = "REPRO_DETERMINISTIC"
+ENV_TORCH_THREADS = "REPRO_TORCH_THREADS"
+ENV_EVALUATE_WEIGHTS = "REPRO_EVALUATE_WEIGHTS"
+ENV_CONFIG_PREFIX = "REPRO_CFG__"
+
+#: thread variables the environment capture records and a rebuild pins again (FACTS.md: the thread
+#: count changes the weights)
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", ENV_TORCH_THREADS)
+
+# -- files in REPRO_OUTPUT_DIR (and in a run's artifacts) -----------------------------------
+METRICS_FILE = "metrics.json"
+WEIGHTS_FILE = "model.safetensors"
+RECORD_FILE = "run_record.json"
+DIFF_FILE = "diff.patch"
+#: left by the SDK when the script evaluated the weights it was given (REPRO_EVALUATE_WEIGHTS)
+EVALUATION_FILE = "evaluation.json"
+#: the rebuild's captured output, beside its output folder
+LOG_FILE = "rebuild.log"
+
+
+def data_env_var(name: str) -> str:
+    """``REPRO_DATA_<NAME>``: NAME upper-cased, every non-alphanumeric character turned into ``_``."""
+    return ENV_DATA_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def is_rebuild(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` is an audit's rebuild (``REPRO_REBUILD=1``)."""
+    return env.get(ENV_REBUILD) == "1"
+
+
+def path_env(*, output_dir: str, data: Mapping[str, str], config_file: str | None) -> dict[str, str]:
+    """The path half of the contract, as the script will see the paths (the runner's view).
+
+    ``ValueError`` when two data refs map to the same variable; the runner words it for the user.
+    """
+    env = {ENV_REBUILD: "1", ENV_OUTPUT_DIR: output_dir}
+    seen: dict[str, str] = {}
+    for name, path in data.items():
+        key = data_env_var(name)
+        if key in seen:
+            raise ValueError(f"data refs {seen[key]!r} and {name!r} both map to {key}")
+        seen[key] = name
+        env[key] = path
+    if config_file is not None:
+        env[ENV_CONFIG] = config_file
+    return env
+
+
+def rebuild_env(record: RunRecord, *, seed: int | None = None, evaluate: str | None = None) -> dict[str, str]:
+    """The seed, determinism and thread pins a rebuild of ``record`` runs under (paths come from the runner)."""
+    env: dict[str, str] = {}
+    seeds = record.seeds
+    if seeds is not None:
+        chosen = seed if seed is not None else seeds.seed
+        if chosen is not None:
+            env[ENV_SEED] = str(chosen)
+        env[ENV_DETERMINISTIC] = "0" if seeds.deterministic is False else "1"
+        if seeds.pythonhashseed not in (None, "unset", "random"):
+            env["PYTHONHASHSEED"] = seeds.pythonhashseed
+        if seeds.flags.get("CUBLAS_WORKSPACE_CONFIG"):
+            env["CUBLAS_WORKSPACE_CONFIG"] = str(seeds.flags["CUBLAS_WORKSPACE_CONFIG"])
+    environment = record.environment
+    if environment is not None:
+        threads = environment.threads
+        for name in THREAD_VARS:
+            if threads.get(name):
+                env[name] = str(threads[name])
+        # the thread count changes the weights (FACTS.md): pin what training actually used
+        if threads.get("torch_intra_op") and ENV_TORCH_THREADS not in env:
+            env[ENV_TORCH_THREADS] = str(threads["torch_intra_op"])
+    if evaluate is not None:
+        env[ENV_EVALUATE_WEIGHTS] = str(evaluate)
+    return env

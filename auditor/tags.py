@@ -1,0 +1,79 @@
+"""Every MLflow tag, param and artifact name the project reads or writes, and the run-artifact layout. Pure.
+
+The SDK writes these names at training time, the registry readers and the pipeline read and write
+them at audit time, the sampler reads them to choose tonight's audits. Nothing else spells them.
+
+Run artifacts (one writer, :func:`run_artifacts`, used by the MLflow SDK path, the in-memory twin
+and the test fixtures)::
+
+    repro/run_record.json    the run record (its digest is TAG_RECORD_DIGEST)
+    repro/diff.patch         the recorded diff, when the tree was dirty
+    model/model.safetensors  the weights (their sha256 is TAG_WEIGHTS_SHA256)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from auditor.contract import DIFF_FILE, RECORD_FILE, WEIGHTS_FILE
+
+#: prefix of every tag this project owns (run tags are copied onto listings by this prefix)
+PREFIX = "repro."
+
+# -- run and version tags written at training time ---------------------------------------
+TAG_RECORD_DIGEST = "repro.record_digest"
+TAG_WEIGHTS_SHA256 = "repro.weights_sha256"
+TAG_TRAIN_SECONDS = "repro.train_seconds"
+TAG_SCHEMA_VERSION = "repro.schema_version"
+TAG_DIRTY = "repro.dirty"
+TAG_IMAGE_DIGEST = "repro.image_digest"
+TAG_DATA_PREFIX = "repro.data."
+#: the tag on an MLflow dataset input naming the snapshot version it was
+TAG_DATASET_VERSION = "repro.version"
+
+# -- version tags set by people or the sampler --------------------------------------------
+TAG_TIER = "repro.tier"
+TAG_COST_HOURS = "repro.cost_hours"
+
+# -- version tags written by calibration and audits ----------------------------------------
+TAG_BANDS = "repro.bands"
+TAG_VERDICT = "repro.audit.verdict"
+TAG_AUDIT_AT = "repro.audit.at"
+TAG_REPORT = "repro.audit.report"
+TAG_AUDIT_DATE = "repro.audit.date"
+TAG_AUDIT_PREVIOUS_DATE = "repro.audit.previous_date"
+
+#: MLflow's own tag on a dataset input naming its role
+MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
+
+# -- the run-artifact layout ------------------------------------------------------------------
+RECORD_DIR = "repro"
+RECORD_ARTIFACT = f"{RECORD_DIR}/{RECORD_FILE}"
+DIFF_ARTIFACT = f"{RECORD_DIR}/{DIFF_FILE}"
+WEIGHTS_DIR = "model"
+WEIGHTS_ARTIFACT = f"{WEIGHTS_DIR}/{WEIGHTS_FILE}"
+
+
+def own_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The ``repro.*`` subset of ``tags``."""
+    return {k: v for k, v in tags.items() if k.startswith(PREFIX)}
+
+
+def diff_artifact(diff_file: str) -> str:
+    """Where a record's ``code.diff_file`` lives among the run's artifacts."""
+    return f"{RECORD_DIR}/{diff_file}"
+
+
+def weights_uri(run_id: str) -> str:
+    """The ``runs:/`` URI of a run's weights, as the record lists them."""
+    return f"runs:/{run_id}/{WEIGHTS_ARTIFACT}"
+
+
+def run_artifacts(record_json: bytes, diff: bytes | None = None, weights: bytes | None = None) -> dict[str, bytes]:
+    """The run's artifacts by path: the one description of the layout that every writer uses."""
+    artifacts = {RECORD_ARTIFACT: record_json}
+    if diff is not None:
+        artifacts[DIFF_ARTIFACT] = diff
+    if weights is not None:
+        artifacts[WEIGHTS_ARTIFACT] = weights
+    return artifacts
