@@ -1,29 +1,80 @@
-"""One exception root for the whole library.
+"""One exception root for the whole library, and what each kind of failure means.
 
-Every error names the field, file or id at fault and says what to do. Only the
-CLI turns them into exit codes (see ``auditor.cli``); library callers catch
-``ReproError`` or a subclass.
+Every error names the field, file or id at fault and says what to do. Each class carries a
+``meaning``: what the failure says about the caller, the model or the machinery. Two functions turn
+meanings into consequences, and nothing else does:
+
+- :func:`verdict_failure` says what an exception raised while auditing one version means for its
+  verdict (``NOT_REPRODUCIBLE`` or ``ERROR``);
+- :func:`exit_code` is the one table of exit codes, used by the CLI and the pod entry point.
+
+=================  ==============================================  ==========  =========
+meaning            when                                            in a audit  exit code
+=================  ==============================================  ==========  =========
+``caller``         bad input or usage: a malformed file, URI, arg  see below   2
+``findings``       read fine, the answer is no (gate, corruption)  NOT_REPR.   1
+``unrecoverable``  a recorded input cannot be recovered            NOT_REPR.   1
+``infrastructure`` network, engine, server failed; retry may help  ERROR       3
+``crash``          the recorded entrypoint crashed or timed out    ERROR       3
+=================  ==============================================  ==========  =========
+
+Inside an audit, a ``caller`` error raised by the model's own inputs (a tag-only image in the
+record, an unusable entrypoint) is the model's problem: NOT_REPRODUCIBLE. A malformed record,
+manifest or band found mid-audit is ERROR, so that it is named and never passes silently.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Meaning(StrEnum):
+    """What a failure says; see the module docstring for its consequences."""
+
+    CALLER = "caller"
+    FINDINGS = "findings"
+    UNRECOVERABLE = "unrecoverable"
+    INFRASTRUCTURE = "infrastructure"
+    CRASH = "crash"
+
+
+#: DESIGN.md's exit codes: 0 success or reproduced, 1 findings or not reproduced, 2 bad input or
+#: usage, 3 infrastructure error. Keys are meanings and verdict names (``auditor.judge.result.Verdict``).
+EXIT_CODES: dict[str, int] = {
+    Meaning.CALLER: 2,
+    Meaning.FINDINGS: 1,
+    Meaning.UNRECOVERABLE: 1,
+    Meaning.INFRASTRUCTURE: 3,
+    Meaning.CRASH: 3,
+    "REPRODUCED_BITWISE": 0,
+    "REPRODUCED_WITHIN_TOLERANCE": 0,
+    "OUT_OF_TOLERANCE": 1,
+    "NOT_REPRODUCIBLE": 1,
+    "ERROR": 3,
+}
+EXIT_OK = 0
+EXIT_USAGE = EXIT_CODES[Meaning.CALLER]
 
 
 class ReproError(Exception):
     """Root of every error raised on purpose by repro-audit."""
 
-    #: the CLI's exit code for this kind of failure (DESIGN.md):
-    #: 1 findings / not reproduced, 2 bad input or usage, 3 infrastructure.
-    exit_code: int = 2
+    meaning: Meaning = Meaning.CALLER
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         self.hint = hint
         super().__init__(message if hint is None else f"{message} ({hint})")
 
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.meaning]
 
+
+# -- the caller's error: exit 2 ----------------------------------------------------------
 class BadInput(ReproError):
     """The caller gave something unusable: a malformed file, URI or argument."""
 
-    exit_code = 2
+    meaning = Meaning.CALLER
 
 
 class MalformedRecord(BadInput):
@@ -42,10 +93,11 @@ class UnknownScheme(BadInput):
     """A URI uses a scheme no backend is registered for."""
 
 
+# -- the answer is no: exit 1 ---------------------------------------------------------------
 class Findings(ReproError):
     """The input was read fine but the answer is 'no': blocking findings, corrupt data."""
 
-    exit_code = 1
+    meaning = Meaning.FINDINGS
 
 
 class LineageIncomplete(Findings):
@@ -74,21 +126,57 @@ class ObjectConflict(Findings):
     """An immutable object or manifest already exists with different bytes."""
 
 
-class RebuildFailed(ReproError):
-    """The recorded recipe could not be rebuilt (workspace, commit, diff or run failed)."""
+class InputUnrecoverable(ReproError):
+    """A recorded input cannot be recovered: commit gone, diff does not apply, snapshot lost,
+    project folder or entrypoint missing at the recorded commit, outputs missing after a clean exit.
+    No retry changes it: the audit's verdict is NOT_REPRODUCIBLE."""
 
-    exit_code = 1
-
-
-class InputUnrecoverable(RebuildFailed):
-    """A recorded input cannot be recovered: commit gone, diff does not apply, snapshot lost."""
+    meaning = Meaning.UNRECOVERABLE
 
 
+# -- retryable: exit 3 ---------------------------------------------------------------------
 class InfrastructureError(ReproError):
     """Something outside the input failed (network, engine, server); retrying may help."""
 
-    exit_code = 3
+    meaning = Meaning.INFRASTRUCTURE
 
 
-class RunFailed(InfrastructureError):
-    """The training entrypoint exited non-zero or timed out during a rebuild (the log tail says why)."""
+class RecipeCrashed(ReproError):
+    """The recorded entrypoint exited non-zero or timed out during a rebuild (``log_tail`` says why).
+
+    An audit cannot tell a flaky machine from a broken recipe by one crash, so it is ERROR (retried).
+    """
+
+    meaning = Meaning.CRASH
+    log_tail: str = ""
+
+
+def meaning_of(exc: BaseException) -> Meaning:
+    """The meaning of any exception: a ``ReproError``'s own, anything else is a crash of ours."""
+    return exc.meaning if isinstance(exc, ReproError) else Meaning.CRASH
+
+
+def verdict_failure(exc: BaseException) -> str:
+    """The verdict an exception raised while auditing one version gives it: ``NOT_REPRODUCIBLE`` or ``ERROR``."""
+    if isinstance(exc, MalformedRecord):  # a band, manifest or record that does not parse: named, never a pass
+        return "ERROR"
+    if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH):
+        return "ERROR"
+    return "NOT_REPRODUCIBLE"
+
+
+def exit_code(outcome: BaseException | str) -> int:
+    """The process exit status for an exception, a meaning or a verdict name (one table: ``EXIT_CODES``)."""
+    if isinstance(outcome, BaseException):
+        return EXIT_CODES[meaning_of(outcome)]
+    return EXIT_CODES[str(outcome)]
+
+
+def describe(exc: BaseException) -> str:
+    """The text a failure is reported with: ours as they are, anything else named by its type."""
+    return str(exc) if isinstance(exc, ReproError) else f"unexpected {type(exc).__name__}: {exc}"
+
+
+# Old names, kept while the rename lands across the packages; use the names above.
+RebuildFailed = InputUnrecoverable
+RunFailed = RecipeCrashed

@@ -2,7 +2,13 @@
 
 Each step takes ids and URIs, returns plain data or one result object, and is
 safe to repeat (Airflow runs tasks at least once): an audit is keyed on
-(model version, audit id) and publishing it twice publishes it once.
+(model version, audit id) and publishing it twice publishes it once. Settings
+are resolved once by the caller (CLI, DAG task, pod) and passed down; a step
+given none reads ``get_settings()`` once.
+
+An audit is three steps over one resolved version: recover the registered
+artifact, rebuild, compare. Whatever fails inside them becomes the verdict that
+``auditor.errors.verdict_failure`` gives it; nothing else decides that.
 """
 
 from __future__ import annotations
@@ -17,28 +23,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import (
-    BadInput,
-    InfrastructureError,
-    InputUnrecoverable,
-    LineageIncomplete,
-    MalformedRecord,
-    ReproError,
-    RunFailed,
-    SnapshotCorrupt,
-)
+from auditor.contract import WEIGHTS_FILE
+from auditor.errors import BadInput, InfrastructureError, LineageIncomplete, ReproError, describe, verdict_failure
 from auditor.judge.result import AuditResult, Band, EnvDrift, ModelInfo, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
+from auditor.rebuild.run import RunResult, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
+from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
+
+__all__ = [
+    "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
+    "make_runner", "nightly", "publish_audit", "publish_summary", "rebuild", "sample",
+]
 
 Progress = Callable[[str], None]
-
-WEIGHTS_FILE = "model.safetensors"
-METRICS_FILE = "metrics.json"
-EVALUATION_FILE = "evaluation.json"  # left by the SDK when the script evaluated the weights it was given
-TAG_AUDIT_DATE = "repro.audit.date"
-TAG_AUDIT_PREVIOUS_DATE = "repro.audit.previous_date"
 
 
 def _now() -> str:
@@ -55,35 +54,32 @@ def _registry(settings: Settings):
     return open_registry(settings.tracking_uri, settings.registry_uri)
 
 
-def make_runner(name: str):
-    """``process`` (a subprocess here) or ``docker`` (a locked-down container, image by digest)."""
-    if name == "process":
-        from auditor.rebuild.runners import ProcessRunner
+def _gate(record: RunRecord, diff: str | None) -> list[Finding]:
+    from auditor.lineage.gate import check
 
-        return ProcessRunner()
-    if name == "docker":
-        from auditor.rebuild.runners_docker import DockerRunner
-
-        return DockerRunner()
-    raise BadInput(f"runner {name!r} is not one of process, docker", hint="pass --runner process or --runner docker")
+    return check(record, diff=diff)
 
 
-# -- one run of the recorded recipe ----------------------------------------------------
-@dataclass
-class RunResult:
-    """What one run of the recorded entrypoint left behind."""
+def _require_complete_lineage(ref: str, record: RunRecord, diff: str | None) -> None:
+    from auditor.lineage.gate import blocking
 
-    output_dir: Path
-    metrics: dict[str, Any]
-    weights: Path | None
-    weights_sha256: str | None
-    record: RunRecord | None  # the rebuild's own record (its environment gives the drift)
-    wall_s: float
-    accelerator_s: float | None
-    log_tail: str
-    evaluated: bool = False
+    blockers = blocking(_gate(record, diff))
+    if blockers:
+        raise LineageIncomplete(blockers, subject=ref)
 
 
+def _prepare(record: RunRecord, diff: str | None, dest: Path, settings: Settings):
+    from auditor.rebuild.workspace import prepare_workspace
+
+    return prepare_workspace(record, diff, dest=dest, git_cache=settings.git_cache)
+
+
+def _scratch(settings: Settings, prefix: str) -> Path:
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=settings.work_dir))
+
+
+# -- rebuild ---------------------------------------------------------------------------
 @dataclass
 class RebuildResult:
     """``rebuild``'s answer: the rebuilt weights and metrics, the environment drift, the run's log."""
@@ -98,133 +94,31 @@ class RebuildResult:
         return self.runs[0]
 
 
-def rebuild_env(record: RunRecord, *, seed: int | None = None, evaluate: Path | None = None) -> dict[str, str]:
-    """The entry-point contract's seed, determinism and thread pins for ``record`` (paths are the runner's)."""
-    env: dict[str, str] = {}
-    seeds = record.seeds
-    if seeds is not None:
-        chosen = seed if seed is not None else seeds.seed
-        if chosen is not None:
-            env["REPRO_SEED"] = str(chosen)
-        env["REPRO_DETERMINISTIC"] = "0" if seeds.deterministic is False else "1"
-        if seeds.pythonhashseed not in (None, "unset", "random"):
-            env["PYTHONHASHSEED"] = seeds.pythonhashseed
-        if seeds.flags.get("CUBLAS_WORKSPACE_CONFIG"):
-            env["CUBLAS_WORKSPACE_CONFIG"] = str(seeds.flags["CUBLAS_WORKSPACE_CONFIG"])
-    environment = record.environment
-    if environment is not None:
-        threads = environment.threads
-        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "REPRO_TORCH_THREADS"):
-            if threads.get(name):
-                env[name] = str(threads[name])
-        # the thread count changes the weights (FACTS.md): pin what training actually used
-        if threads.get("torch_intra_op") and "REPRO_TORCH_THREADS" not in env:
-            env["REPRO_TORCH_THREADS"] = str(threads["torch_intra_op"])
-    if evaluate is not None:
-        env["REPRO_EVALUATE_WEIGHTS"] = str(evaluate)
-    return env
-
-
-def _home(workspace) -> Path:
-    """A HOME of the rebuild's own, so it never reads the auditor's ~/.aws, ~/.netrc or caches."""
-    home = workspace.root / "home"
-    home.mkdir(exist_ok=True)
-    return home
-
-
-def _run_once(record: RunRecord, workspace, runner, output_dir: Path, settings: Settings, *, seed: int | None = None, evaluate: Path | None = None) -> RunResult:
-    from auditor.judge.weights import sha256_file
-    from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
-
-    output_dir.mkdir(parents=True, exist_ok=False)
-    environment = record.environment
-    spec = RunSpec(
-        argv=list(record.code.entrypoint or []),
-        cwd=workspace.project_dir,
-        output_dir=output_dir,
-        env={**rebuild_env(record, seed=seed, evaluate=evaluate), "HOME": str(_home(workspace))},
-        data=workspace.data_dirs,
-        config_file=workspace.config_path,
-        timeout_s=settings.rebuild_timeout_s,
-        image=ImageRef.from_environment(environment) if environment else None,
-        accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
-        log_path=output_dir.with_name(output_dir.name + ".log"),
-    )
-    outcome = runner.run(spec)
-    if not outcome.ok:
-        why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
-        error = RunFailed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log is in the report)")
-        error.log_tail = outcome.log_tail
-        raise error
-    metrics_path = output_dir / METRICS_FILE
-    try:
-        metrics = json.loads(metrics_path.read_text())
-    except (OSError, ValueError) as exc:
-        error = InputUnrecoverable(f"the entrypoint succeeded but left no readable {METRICS_FILE} in {output_dir}: {exc}", hint="see the entry-point contract in the README")
-        error.log_tail = outcome.log_tail
-        raise error from None
-    if not isinstance(metrics, dict):
-        raise InputUnrecoverable(f"{metrics_path} holds {type(metrics).__name__}, not a JSON object of metrics")
-    weights = output_dir / WEIGHTS_FILE
-    own_record = None
-    if (output_dir / "run_record.json").exists():
-        try:
-            own_record = RunRecord.from_json((output_dir / "run_record.json").read_bytes(), source=str(output_dir))
-        except MalformedRecord:
-            own_record = None
-    return RunResult(
-        output_dir=output_dir,
-        metrics=metrics,
-        weights=weights if weights.exists() else None,
-        weights_sha256=sha256_file(weights) if weights.exists() else None,
-        record=own_record,
-        wall_s=outcome.wall_s,
-        accelerator_s=outcome.accelerator_s,
-        log_tail=outcome.log_tail,
-        evaluated=(output_dir / EVALUATION_FILE).exists(),
-    )
-
-
-def _load(model_ref: str, settings: Settings):
-    registry = _registry(settings)
-    info = registry.resolve(model_ref)
-    record, diff = registry.load_record(info)
-    return registry, info, record, diff
-
-
-def _gate(record: RunRecord, diff: str | None) -> list[Finding]:
-    from auditor.lineage.gate import check
-
-    return check(record, diff=diff)
-
-
-def _prepare(record: RunRecord, diff: str | None, dest: Path, settings: Settings):
-    from auditor.rebuild.workspace import prepare_workspace
-
-    return prepare_workspace(record, diff, dest=dest, git_cache=settings.git_cache)
-
-
-# -- rebuild ---------------------------------------------------------------------------
-def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings: Settings | None = None, progress: Progress = _quiet) -> RebuildResult:
-    """Rebuild a registered version from its five recorded inputs into ``out_dir`` (on-demand rebuild)."""
-    from auditor.lineage.gate import blocking
+def _drift(record: RunRecord, run: RunResult) -> EnvDrift | None:
     from auditor.rebuild.drift import environment_drift
 
+    if run.record and run.record.environment and record.environment:
+        return environment_drift(record.environment, run.record.environment)
+    return None
+
+
+def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings: Settings | None = None, progress: Progress = _quiet) -> RebuildResult:
+    """Rebuild a registered version from its five recorded inputs into ``out_dir`` (on-demand rebuild)."""
     settings = settings or get_settings()
+    run_with = make_runner(runner)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BadInput(f"output folder {out_dir} is not empty", hint="pass a new folder")
     progress(f"resolving {model_ref}")
-    _, info, record, diff = _load(model_ref, settings)
-    blockers = blocking(_gate(record, diff))
-    if blockers:
-        raise LineageIncomplete(blockers, subject=info.ref)
+    registry = _registry(settings)
+    info = registry.resolve(model_ref)
+    record, diff = registry.load_record(info)
+    _require_complete_lineage(info.ref, record, diff)
     progress("preparing the workspace (code at the recorded commit, verified data)")
     workspace = _prepare(record, diff, out_dir / "workspace", settings)
     progress(f"running {' '.join(record.code.entrypoint or [])}")
-    run = _run_once(record, workspace, make_runner(runner), out_dir / "output", settings)
-    drift = environment_drift(record.environment, run.record.environment) if run.record and run.record.environment and record.environment else None
-    return RebuildResult(model_ref=info.ref, workspace=workspace.root, runs=[run], drift=drift)
+    run = run_recipe(record, workspace, run_with, out_dir / "output", timeout_s=settings.rebuild_timeout_s)
+    return RebuildResult(model_ref=info.ref, workspace=workspace.root, runs=[run], drift=_drift(record, run))
 
 
 # -- calibrate --------------------------------------------------------------------------
@@ -239,27 +133,25 @@ def calibrate(model_ref: str, *, reruns: int = 5, runner: str = "process", setti
     """Rerun the recorded recipe ``reruns`` times varying only the seeds; store and return one band per metric."""
     from auditor.judge.calibrate import bands_from_reruns
     from auditor.judge.tolerance import bands_to_json
-    from auditor.lineage.gate import blocking
 
     settings = settings or get_settings()
     if reruns < 2:
         raise BadInput(f"calibration needs at least 2 reruns to measure a spread, got {reruns}")
-    registry, info, record, diff = _load(model_ref, settings)
-    blockers = blocking(_gate(record, diff))
-    if blockers:
-        raise LineageIncomplete(blockers, subject=info.ref)
+    run_with = make_runner(runner)
+    registry = _registry(settings)
+    info = registry.resolve(model_ref)
+    record, diff = registry.load_record(info)
+    _require_complete_lineage(info.ref, record, diff)
     if record.seeds is None or record.seeds.seed is None:
         raise BadInput(f"{info.ref} records no base seed to vary")
-    settings.work_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="calibrate-", dir=settings.work_dir))
+    tmp = _scratch(settings, "calibrate-")
     try:
         progress("preparing the workspace")
         workspace = _prepare(record, diff, tmp / "workspace", settings)
-        run_with = make_runner(runner)
         results: dict[str, dict[str, Any]] = {}
         for i, seed in enumerate(calibration_seeds(record.seeds.seed, reruns)):
             progress(f"rerun {i + 1}/{reruns} (seed {seed})")
-            run = _run_once(record, workspace, run_with, tmp / f"rerun-{i}", settings, seed=seed)
+            run = run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=settings.rebuild_timeout_s, seed=seed)
             results[f"rerun-{i + 1}-seed-{seed}"] = run.metrics
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -269,28 +161,168 @@ def calibrate(model_ref: str, *, reruns: int = 5, runner: str = "process", setti
 
 
 # -- audit -----------------------------------------------------------------------------
-def _record_finding(exc: ReproError) -> Finding:
-    finding = getattr(exc, "finding", None)
-    if finding is not None:
-        return finding
-    return Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")
+@dataclass
+class _Audit:
+    """What one audit gathers, step by step, until the judge reads it."""
+
+    registry: Any
+    info: Any
+    settings: Settings
+    runner: Any
+    tmp: Path
+    progress: Progress
+    findings: list[Finding] = field(default_factory=list)
+    record: RunRecord | None = None
+    diff: str | None = None
+    recovery: Any = None  # judge.verdict.RecoveryCheck
+    weights: Path | None = None  # the registered weights, downloaded
+    metric_results: list = field(default_factory=list)
+    weight_diff: Any = None
+    drift: EnvDrift | None = None
+    log_tail: str = ""
+    timings: Timings = field(default_factory=Timings)
+    evidence: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # ERROR: no evidence could be produced (retryable)
+    unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
+
+    def failed(self, exc: BaseException) -> None:
+        """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
+        self.log_tail = getattr(exc, "log_tail", "") or self.log_tail
+        if verdict_failure(exc) == Verdict.ERROR.value:
+            self.error = describe(exc)
+        else:
+            self.unrecoverable = describe(exc)
 
 
-def _registered_weights(registry, info, record: RunRecord, dest: Path) -> tuple[Path | None, str | None, str | None]:
+def _read_record(a: _Audit) -> None:
+    """The version's record and diff, or the finding that says why there is none."""
+    try:
+        a.record, a.diff = a.registry.load_record(a.info)
+    except InfrastructureError:
+        raise
+    except ReproError as exc:  # RecordMissing, a malformed or rewritten record
+        finding = getattr(exc, "finding", None)
+        a.findings = [finding or Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")]
+        return
+    a.findings = _gate(a.record, a.diff)
+    a.evidence["record"] = a.record.digest()
+    a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
+    if a.record.environment and a.record.environment.image_digest:
+        a.evidence["image"] = a.record.environment.image_digest
+
+
+def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]:
     """Download the registered weights; returns (path, recorded sha256, why not)."""
-    from auditor.registry.base import WEIGHTS_ARTIFACT
-
-    artifact = next((a for a in record.outputs.artifacts if a.name.endswith(".safetensors") or a.name == "model"), None)
+    artifact = next((x for x in a.record.outputs.artifacts if x.name.endswith(".safetensors") or x.name == "model"), None)
     if artifact is None:
         return None, None, "the record lists no weights artifact"
     # runs:/<run id>/<path in the run>, as the SDK records it
-    path = artifact.uri[len("runs:/") :].split("/", 1)[1] if artifact.uri.startswith("runs:/") and artifact.uri.count("/") >= 2 else WEIGHTS_ARTIFACT
+    uri = artifact.uri
+    path = uri[len("runs:/") :].split("/", 1)[1] if uri.startswith("runs:/") and uri.count("/") >= 2 else WEIGHTS_ARTIFACT
     try:
-        return registry.download_artifact(info, path, dest), artifact.sha256, None
+        return a.registry.download_artifact(a.info, path, a.tmp / "registered.safetensors"), artifact.sha256, None
     except InfrastructureError:
         raise  # an outage is retryable: never a verdict on the model
     except ReproError as exc:
         return None, artifact.sha256, f"registered weights {path} could not be downloaded: {exc}"
+
+
+def _recover_artifact(a: _Audit) -> None:
+    """Step 1: the registered weights, hashed against the record."""
+    from auditor.judge.verdict import RecoveryCheck
+    from auditor.judge.weights import sha256_file
+
+    a.progress("checking the registered artifact")
+    a.weights, expected, why = _registered_weights(a)
+    actual = sha256_file(a.weights) if a.weights else None
+    if actual:
+        a.evidence["weights.registered"] = actual
+    a.recovery = RecoveryCheck(expected_sha256=expected, actual_sha256=actual, registered=dict(a.record.outputs.metrics), unrecoverable=[why] if why else [])
+
+
+def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
+    """Step 2: the workspace, the registered weights re-evaluated, then ``reruns`` rebuilds."""
+    timeout = a.settings.rebuild_timeout_s
+    a.progress("preparing the workspace")
+    workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
+    if a.weights is not None:
+        a.progress("re-evaluating the registered weights")
+        check = run_recipe(a.record, workspace, a.runner, a.tmp / "evaluate", timeout_s=timeout, evaluate=a.weights)
+        if check.evaluated:
+            a.recovery = a.recovery.model_copy(update={"evaluated": check.metrics})
+    runs = []
+    for i in range(reruns):
+        a.progress(f"rebuild {i + 1}/{reruns}")
+        runs.append(run_recipe(a.record, workspace, a.runner, a.tmp / f"rebuild-{i}", timeout_s=timeout))
+    a.log_tail = runs[-1].log_tail
+    a.timings.rebuild_s = round(sum(r.wall_s for r in runs), 3)
+    accel = [r.accelerator_s for r in runs if r.accelerator_s is not None]
+    a.timings.accelerator_s = round(sum(accel), 3) if accel else None
+    return runs
+
+
+def _compare(a: _Audit, runs: list[RunResult]) -> None:
+    """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
+    from auditor.judge.tolerance import bands_from_json, check_metrics
+    from auditor.judge.weights import diff_safetensors
+    from auditor.tags import TAG_BANDS
+
+    bands_text = a.registry.get_bands(a.info)
+    bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
+    a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
+    rebuilt = runs[0]
+    if rebuilt.weights_sha256:
+        a.evidence["weights.rebuilt"] = rebuilt.weights_sha256
+    if a.weights is not None and rebuilt.weights is not None:
+        diff = diff_safetensors(a.weights, rebuilt.weights)
+        a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
+    elif rebuilt.weights is None:
+        a.unrecoverable = f"the rebuild left no {WEIGHTS_FILE}"
+    a.drift = _drift(a.record, rebuilt)
+
+
+def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None, audit_run: str | None, settings: Settings, progress: Progress) -> AuditResult:
+    """Audit one resolved version: recover, rebuild, compare, judge. Model-level failures become verdicts."""
+    from auditor.judge.verdict import judge
+    from auditor.lineage.gate import blocking
+
+    run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
+    started, clock = _now(), time.monotonic()
+    a = _Audit(registry=registry, info=info, settings=settings, runner=run_with, tmp=_scratch(settings, "audit-"), progress=progress)
+    try:
+        _read_record(a)
+        if a.record is not None:
+            _recover_artifact(a)
+            if not blocking(a.findings):
+                _compare(a, _rebuild(a, max(1, reruns)))
+    except Exception as exc:  # noqa: BLE001 - one model's failure is its verdict, never the night's crash
+        a.failed(exc)
+    finally:
+        shutil.rmtree(a.tmp, ignore_errors=True)
+    verdict, tiers = judge(findings=a.findings, recovery=a.recovery, metric_results=a.metric_results, weight_diff=a.weight_diff, error=a.error, unrecoverable=a.unrecoverable)
+    a.timings.wall_s = round(time.monotonic() - clock, 3)
+    model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
+    return AuditResult(
+        audit_id=date or started.replace(":", "").replace("-", ""),
+        model=model,
+        started_at=started,
+        audit_run=audit_run or "cli",
+        responsible_person=settings.responsible_person,
+        runner=runner,
+        verdict=verdict,
+        tiers=tiers,
+        finished_at=_now(),
+        record=a.record.to_dict() if a.record else None,
+        record_digest=a.record.digest() if a.record else None,
+        findings=a.findings,
+        metrics=a.metric_results,
+        weight_diff=a.weight_diff,
+        drift=a.drift,
+        timings=a.timings,
+        log_tail=a.log_tail,
+        error=a.error or a.unrecoverable,
+        evidence=a.evidence,
+    )
 
 
 def audit(
@@ -303,116 +335,23 @@ def audit(
     settings: Settings | None = None,
     progress: Progress = _quiet,
 ) -> AuditResult:
-    """Rebuild, judge and return everything a report needs. Model-level failures become verdicts, not exceptions."""
-    from auditor.judge.tolerance import bands_from_json, check_metrics
-    from auditor.judge.verdict import RecoveryCheck, judge
-    from auditor.judge.weights import diff_safetensors, sha256_file
-    from auditor.lineage.gate import blocking
-    from auditor.rebuild.drift import environment_drift
-
+    """Rebuild, judge and return everything a report needs, publishing nothing. A bad ref raises."""
     settings = settings or get_settings()
-    run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
-    started, clock = _now(), time.monotonic()
-    audit_id = date or started.replace(":", "").replace("-", "")
+    make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)  # a bad ref is the caller's error: raise
-    model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
-    result = dict(audit_id=audit_id, model=model, started_at=started, audit_run=audit_run or "cli", responsible_person=settings.responsible_person, runner=runner)
-    findings: list[Finding] = []
-    record: RunRecord | None = None
-    recovery: RecoveryCheck | None = None
-    metric_results, weight_diff, drift = [], None, None
-    error = rebuild_error = None
-    log_tail = ""
-    timings = Timings()
-    evidence: dict[str, str] = {}
-    settings.work_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="audit-", dir=settings.work_dir))
-    try:
-        try:
-            record, diff = registry.load_record(info)
-        except (MalformedRecord, InfrastructureError) as exc:
-            if isinstance(exc, InfrastructureError):
-                raise
-            findings = [_record_finding(exc)]
-        except ReproError as exc:  # RecordMissing and friends
-            findings = [_record_finding(exc)]
-        if record is not None:
-            findings = _gate(record, diff)
-            evidence["record"] = record.digest()
-            evidence.update({f"snapshot.{n}": r.version for n, r in record.data.items() if r.version})
-            if record.environment and record.environment.image_digest:
-                evidence["image"] = record.environment.image_digest
-            progress("checking the registered artifact")
-            weights, expected, why = _registered_weights(registry, info, record, tmp / "registered.safetensors")
-            actual = sha256_file(weights) if weights else None
-            if actual:
-                evidence["weights.registered"] = actual
-            recovery = RecoveryCheck(expected_sha256=expected, actual_sha256=actual, registered=dict(record.outputs.metrics), unrecoverable=[why] if why else [])
-            if not blocking(findings):
-                progress("preparing the workspace")
-                workspace = _prepare(record, diff, tmp / "workspace", settings)
-                if weights is not None:
-                    progress("re-evaluating the registered weights")
-                    check = _run_once(record, workspace, run_with, tmp / "evaluate", settings, evaluate=weights)
-                    if check.evaluated:
-                        recovery = recovery.model_copy(update={"evaluated": check.metrics})
-                runs = []
-                for i in range(max(1, reruns)):
-                    progress(f"rebuild {i + 1}/{max(1, reruns)}")
-                    runs.append(_run_once(record, workspace, run_with, tmp / f"rebuild-{i}", settings))
-                log_tail = runs[-1].log_tail
-                timings.rebuild_s = round(sum(r.wall_s for r in runs), 3)
-                accel = [r.accelerator_s for r in runs if r.accelerator_s is not None]
-                timings.accelerator_s = round(sum(accel), 3) if accel else None
-                bands_text = registry.get_bands(info)
-                bands = bands_from_json(bands_text, source=f"{info.ref} tag repro.bands") if bands_text else {}
-                metric_results = check_metrics([r.metrics for r in runs], bands, registered=record.outputs.metrics)
-                rebuilt = runs[0]
-                if rebuilt.weights_sha256:
-                    evidence["weights.rebuilt"] = rebuilt.weights_sha256
-                if weights is not None and rebuilt.weights is not None:
-                    weight_diff = diff_safetensors(weights, rebuilt.weights)
-                    weight_diff = weight_diff.model_copy(update={"sha256_a": actual, "sha256_b": rebuilt.weights_sha256})
-                elif rebuilt.weights is None:
-                    rebuild_error = f"the rebuild left no {WEIGHTS_FILE}"
-                if rebuilt.record and rebuilt.record.environment and record.environment:
-                    drift = environment_drift(record.environment, rebuilt.record.environment)
-    except (InputUnrecoverable, SnapshotCorrupt) as exc:
-        rebuild_error = str(exc)
-        log_tail = getattr(exc, "log_tail", "") or log_tail
-    except (InfrastructureError, RunFailed) as exc:
-        error = str(exc)
-        log_tail = getattr(exc, "log_tail", "") or log_tail
-    except MalformedRecord as exc:  # e.g. a malformed band: named, never a silent pass
-        error = str(exc)
-    except ReproError as exc:
-        rebuild_error = str(exc)
-    except Exception as exc:  # noqa: BLE001 - one model's crash must not take the night down
-        error = f"unexpected {type(exc).__name__}: {exc}"
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    verdict, tiers = judge(findings=findings, recovery=recovery, metric_results=metric_results, weight_diff=weight_diff, error=error, rebuild_error=rebuild_error)
-    timings.wall_s = round(time.monotonic() - clock, 3)
-    return AuditResult(
-        **result,
-        verdict=verdict,
-        tiers=tiers,
-        finished_at=_now(),
-        record=record.to_dict() if record else None,
-        record_digest=record.digest() if record else None,
-        findings=findings,
-        metrics=metric_results,
-        weight_diff=weight_diff,
-        drift=drift,
-        timings=timings,
-        log_tail=log_tail,
-        error=error or rebuild_error,
-        evidence=evidence,
-    )
+    return _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
 
 
 # -- publish and the nightly sequence -------------------------------------------------------
+@dataclass
+class Published:
+    """A published audit: the result (None only when the version could not be resolved) and its summary row."""
+
+    result: AuditResult | None
+    row: dict[str, Any]  # {"ref", "verdict", "report", "error", "skipped"}
+
+
 def _published_evidence(info, date: str, settings: Settings) -> dict[str, Any] | None:
     """The stored evidence of this version's audit for ``date``, if its evidence was published."""
     from auditor.report.evidence import load_evidence, report_stem
@@ -425,6 +364,53 @@ def _published_evidence(info, date: str, settings: Settings) -> dict[str, Any] |
     return load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")
 
 
+def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, reruns: int, settings: Settings, progress: Progress) -> Published:
+    from auditor.report.evidence import audit_of
+    from auditor.report.publish import publish
+
+    stored = _published_evidence(info, date, settings)
+    skipped = stored is not None
+    if skipped:
+        result = audit_of(stored)
+    else:
+        result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
+    progress("publishing the report")
+    publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
+    report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri:
+        registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
+        tags = {TAG_AUDIT_DATE: date}
+        previous = info.tags.get(TAG_AUDIT_DATE)
+        if previous and previous != date:
+            tags[TAG_AUDIT_PREVIOUS_DATE] = previous
+        registry.set_tags(info, tags)
+    row = {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
+    return Published(result=result, row=row)
+
+
+def publish_audit(
+    model_ref: str,
+    *,
+    date: str,
+    audit_run: str,
+    runner: str | None = None,
+    reruns: int = 1,
+    settings: Settings | None = None,
+    progress: Progress = _quiet,
+) -> Published:
+    """Audit one version for one logical date and publish its report, exactly once; a bad ref raises.
+
+    What ``repro-audit audit`` runs; ``audit_and_publish`` (the DAG tasks) is the same step. The
+    version is resolved once, here, and pinned: an alias may move while we work.
+    """
+    settings = settings or get_settings()
+    runner = runner or settings.runner
+    make_runner(runner)
+    registry = _registry(settings)
+    info = registry.resolve(model_ref)
+    return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress)
+
+
 def audit_and_publish(
     model_ref: str,
     *,
@@ -435,42 +421,24 @@ def audit_and_publish(
     settings: Settings | None = None,
     progress: Progress = _quiet,
 ) -> dict[str, Any]:
-    """Audit one version for one logical date and publish its report, exactly once.
+    """``publish_audit`` for a task: returns ``{"ref", "verdict", "report", "error", "skipped"}``.
 
-    Returns ``{"ref", "verdict", "report", "error", "skipped"}``. A model-level
-    failure is a verdict (``ERROR`` or ``NOT_REPRODUCIBLE``), never an exception;
-    an infrastructure failure (registry, reports store) raises, so that the task
-    is retried. Every step is safe to repeat: once the evidence is stored, a
-    retry finishes publishing *that* evidence (report, ledger, registry tags)
-    instead of auditing again.
+    A model-level failure is a verdict (``ERROR`` or ``NOT_REPRODUCIBLE``), never an exception, and so
+    is a version that cannot be resolved (deleted since sampling: that model's row says so); an
+    infrastructure failure (registry, reports store) raises, so that the task is retried. Every step
+    is safe to repeat: once the evidence is stored, a retry finishes publishing *that* evidence
+    (report, ledger, registry tags) instead of auditing again.
     """
-    from auditor.report.evidence import audit_of
-    from auditor.report.publish import publish
-
     settings = settings or get_settings()
+    runner = runner or settings.runner
     registry = _registry(settings)
     try:
-        info = registry.resolve(model_ref)  # pin the version now: an alias may move while we work
+        info = registry.resolve(model_ref)
     except InfrastructureError:
         raise
-    except ReproError as exc:  # a version deleted since sampling, a malformed ref: this model's row says so
+    except ReproError as exc:
         return {"ref": model_ref, "verdict": Verdict.ERROR.value, "report": None, "error": str(exc), "skipped": False}
-    stored = _published_evidence(info, date, settings)
-    skipped = stored is not None
-    if skipped:
-        result = audit_of(stored)
-    else:
-        result = audit(info.ref, runner=runner or settings.runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
-    publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
-    report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
-    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get("repro.audit.report") != report_uri:
-        registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
-        tags = {TAG_AUDIT_DATE: date}
-        previous = info.tags.get(TAG_AUDIT_DATE)
-        if previous and previous != date:
-            tags[TAG_AUDIT_PREVIOUS_DATE] = previous
-        registry.set_tags(info, tags)
-    return {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
+    return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress).row
 
 
 def sample(date: str, *, settings: Settings | None = None) -> dict[str, Any]:
@@ -481,7 +449,7 @@ def sample(date: str, *, settings: Settings | None = None) -> dict[str, Any]:
     candidates = []
     for info in _registry(settings).list_versions():
         candidate = Candidate.from_tags(info.name, str(info.version), info.aliases, dict(info.tags))
-        if info.train_seconds and "repro.cost_hours" not in info.tags:
+        if info.train_seconds and TAG_COST_HOURS not in info.tags:
             candidate = Candidate(**{**candidate.__dict__, "cost_hours": info.train_seconds / 3600})
         candidates.append(candidate)
     budget = Budget(max_models=settings.nightly_max_models, max_hours=settings.nightly_budget_hours)

@@ -2,8 +2,8 @@
 
 Each verb lives in a small module that calls one function of the library
 (``auditor.pipeline`` and friends). Exceptions become exit codes here and only
-here: 0 success or reproduced, 1 findings or not reproduced, 2 bad input or
-usage, 3 infrastructure error.
+here, through the one table in ``auditor.errors`` (``exit_code``): 0 success or
+reproduced, 1 findings or not reproduced, 2 bad input or usage, 3 infrastructure error.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 
 import typer
 
-from auditor.errors import ReproError
+from auditor.errors import ReproError, exit_code
 
 app = typer.Typer(
     name="repro-audit",
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
         from auditor.cli.output import error
 
         error(str(exc))
-        sys.exit(exc.exit_code)
+        sys.exit(exit_code(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

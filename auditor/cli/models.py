@@ -41,8 +41,9 @@ def rebuild_cmd(
     from auditor import pipeline
     from auditor.settings import get_settings
 
+    settings = get_settings()
     with _progress(not json_out) as progress:
-        result = pipeline.rebuild(model_ref, runner=runner or get_settings().runner, out_dir=out, progress=progress)
+        result = pipeline.rebuild(model_ref, runner=runner or settings.runner, out_dir=out, settings=settings, progress=progress)
     run = result.first
     summary = {
         "model": result.model_ref,
@@ -75,8 +76,9 @@ def calibrate_cmd(
     from auditor import pipeline
     from auditor.settings import get_settings
 
+    settings = get_settings()
     with _progress(not json_out) as progress:
-        bands = pipeline.calibrate(model_ref, reruns=reruns, runner=runner or get_settings().runner, progress=progress)
+        bands = pipeline.calibrate(model_ref, reruns=reruns, runner=runner or settings.runner, settings=settings, progress=progress)
     if json_out:
         emit_json({name: band.model_dump() for name, band in bands.items()})
         return
@@ -94,27 +96,33 @@ def audit_cmd(
     reruns: int = typer.Option(1, "--reruns", min=1),
     runner: str = typer.Option(None, "--runner"),
     publish: bool = typer.Option(True, "--publish/--no-publish", help="publish the report to REPRO_REPORTS"),
+    date: str = typer.Option(None, "--date", help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
     json_out: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Rebuild and judge one version; exit 0 reproduced, 1 out of tolerance or not reproducible, 3 error."""
+    """Rebuild and judge one version; exit 0 reproduced, 1 out of tolerance or not reproducible, 3 error.
+
+    Publishing, it is the same step as the nightly DAG's audit task: the same report, ledger entry
+    and registry tags, keyed on (version, date), so a second audit the same day publishes nothing new.
+    """
     from auditor import pipeline
+    from auditor.errors import exit_code
     from auditor.settings import get_settings
 
     settings = get_settings()
+    runner = runner or settings.runner
+    report = None
     with _progress(not json_out) as progress:
-        result = pipeline.audit(model_ref, runner=runner or settings.runner, reruns=reruns, progress=progress)
-        report = None
         if publish:
-            from auditor.report.publish import publish as publish_result
-
-            progress("publishing the report")
-            publication = publish_result(result, settings.reports, settings=settings)
-            report = f"{publication.location.rstrip('/')}/{publication.report_key}"
+            day = date or dt.datetime.now(dt.UTC).date().isoformat()
+            published = pipeline.publish_audit(model_ref, date=day, audit_run="cli", runner=runner, reruns=reruns, settings=settings, progress=progress)
+            result, report = published.result, published.row["report"]
+        else:
+            result = pipeline.audit(model_ref, runner=runner, reruns=reruns, date=date, settings=settings, progress=progress)
     if json_out:
         emit_json({"verdict": result.verdict.value, "report": report, "result": result.to_dict()})
     else:
         _print_audit(result, report)
-    raise typer.Exit(result.verdict.exit_code)
+    raise typer.Exit(exit_code(result.verdict.value))
 
 
 def _print_audit(result, report: str | None) -> None:
@@ -152,10 +160,11 @@ def nightly_cmd(
 ) -> None:
     """Run the nightly sequence without Airflow: sample, audit and publish each, summary and index."""
     from auditor import pipeline
+    from auditor.settings import get_settings
 
     date = date or dt.datetime.now(dt.UTC).date().isoformat()
     with _progress(not json_out) as progress:
-        summary = pipeline.nightly(date, progress=progress)
+        summary = pipeline.nightly(date, settings=get_settings(), progress=progress)
     if json_out:
         emit_json(summary)
         return

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from auditor.errors import InfrastructureError
+from auditor.errors import EXIT_OK, InfrastructureError, exit_code
 
 XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
 
@@ -37,12 +37,12 @@ def main(argv: list[str] | None = None) -> int:
                                             reruns=args.reruns)
     except InfrastructureError as exc:
         print(f"publishing failed, the task will retry: {exc}", file=sys.stderr)
-        return InfrastructureError.exit_code
+        return exit_code(exc)
     text = json.dumps(result, sort_keys=True, default=str)
     if XCOM_DIR.is_dir():
         (XCOM_DIR / "return.json").write_text(text)
     print(text)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditor.errors import EXIT_CODES
 from auditor.lineage.findings import Finding
 
 
@@ -30,10 +31,8 @@ class Verdict(StrEnum):
 
     @property
     def exit_code(self) -> int:
-        """CLI exit code: 0 reproduced, 1 not reproduced, 3 infrastructure error."""
-        if self.reproduced:
-            return 0
-        return 3 if self is Verdict.ERROR else 1
+        """The CLI's and the pod's exit status for this verdict (``auditor.errors.EXIT_CODES``)."""
+        return EXIT_CODES[self.value]
 
 
 TierName = Literal["lineage", "artifact_recovery", "statistical", "bitwise"]

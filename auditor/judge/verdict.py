@@ -13,8 +13,9 @@ Tiers, weakest to strongest:
 The overall verdict, first rule that applies:
 
 1. ``NOT_REPRODUCIBLE`` when lineage or artifact recovery fails, or an input proved unrecoverable
-   (``rebuild_error``: commit gone, snapshot corrupt, outputs missing after a clean exit): retrying
-   cannot change those, so they win over an infrastructure error.
+   (``unrecoverable``: commit gone, snapshot corrupt, outputs missing after a clean exit): retrying
+   cannot change those, so they win over an infrastructure error. Which exception means which is
+   decided once, by ``auditor.errors.verdict_failure``.
 2. ``ERROR`` when the audit could not produce evidence (``error``): the engine, network or registry
    failed, or the recorded entrypoint crashed or timed out mid-rebuild. The pipeline counts a crash
    here because it cannot tell a flaky machine from a broken recipe; the log tail goes in the report.
@@ -116,9 +117,9 @@ def _recovery(check: RecoveryCheck | None) -> TierResult:
     return TierResult(name="artifact_recovery", status="pass", summary=summary, details=notes)
 
 
-def _statistical(results: Sequence[MetricResult], rebuild_error: str | None, error: str | None) -> TierResult:
-    if rebuild_error is not None:
-        return TierResult(name="statistical", status="fail", summary=f"rebuild failed: {rebuild_error}")
+def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None) -> TierResult:
+    if unrecoverable is not None:
+        return TierResult(name="statistical", status="fail", summary=f"cannot be rebuilt: {unrecoverable}")
     if error is not None:
         return TierResult(name="statistical", status="error", summary=f"not judged: {error}")
     judged = [m for m in results if m.band is not None]
@@ -147,9 +148,9 @@ def _statistical(results: Sequence[MetricResult], rebuild_error: str | None, err
     )
 
 
-def _bitwise(diff: WeightDiff | None, rebuild_error: str | None, error: str | None) -> TierResult:
-    if rebuild_error is not None:
-        return TierResult(name="bitwise", status="fail", summary=f"rebuild failed: {rebuild_error}")
+def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | None) -> TierResult:
+    if unrecoverable is not None:
+        return TierResult(name="bitwise", status="fail", summary=f"cannot be rebuilt: {unrecoverable}")
     if error is not None and diff is None:
         return TierResult(name="bitwise", status="error", summary=f"not judged: {error}")
     if diff is None:
@@ -175,21 +176,21 @@ def judge(
     metric_results: Sequence[MetricResult],
     weight_diff: WeightDiff | None,
     error: str | None = None,
-    rebuild_error: str | None = None,
+    unrecoverable: str | None = None,
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
-    ``error`` is an infrastructure failure (retryable); ``rebuild_error`` is the recorded recipe failing
-    to run or to leave its outputs, which no retry fixes.
+    ``error`` is a failure that produced no evidence (retryable); ``unrecoverable`` is a recorded input
+    that cannot be recovered or a recipe that left no outputs, which no retry fixes.
     """
     tiers = {
         "lineage": _lineage(findings),
         "artifact_recovery": _recovery(recovery),
-        "statistical": _statistical(metric_results, rebuild_error, error),
-        "bitwise": _bitwise(weight_diff, rebuild_error, error),
+        "statistical": _statistical(metric_results, unrecoverable, error),
+        "bitwise": _bitwise(weight_diff, unrecoverable, error),
     }
     status = {name: tier.status for name, tier in tiers.items()}
-    if "fail" in (status["lineage"], status["artifact_recovery"]) or rebuild_error is not None:
+    if "fail" in (status["lineage"], status["artifact_recovery"]) or unrecoverable is not None:
         verdict = Verdict.NOT_REPRODUCIBLE
     elif error is not None:
         verdict = Verdict.ERROR

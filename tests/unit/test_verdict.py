@@ -225,7 +225,7 @@ def test_an_infrastructure_error_gives_error_but_a_blocking_finding_still_wins_b
 
 def test_a_recipe_that_fails_to_run_is_not_reproducible():
     verdict, tiers = judge(
-        findings=[], recovery=_recovered(), metric_results=[], weight_diff=None, rebuild_error="exit status 1"
+        findings=[], recovery=_recovered(), metric_results=[], weight_diff=None, unrecoverable="exit status 1"
     )
     assert verdict is Verdict.NOT_REPRODUCIBLE
     assert tiers["statistical"].status == "fail" and "exit status 1" in tiers["bitwise"].summary

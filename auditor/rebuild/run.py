@@ -1,0 +1,124 @@
+"""Running the recorded recipe once: the entry-point contract applied, the outputs read back.
+
+``run_recipe`` builds the ``RunSpec`` from a record and a prepared workspace, hands it to a runner,
+and turns what the entrypoint left in its output folder into a ``RunResult``. A crash or timeout is
+``RecipeCrashed`` (with the log tail); a clean exit without readable metrics is ``InputUnrecoverable``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.contract import EVALUATION_FILE, METRICS_FILE, RECORD_FILE, WEIGHTS_FILE, rebuild_env
+from auditor.errors import BadInput, InputUnrecoverable, MalformedRecord, RecipeCrashed
+from auditor.lineage.record import RunRecord
+
+if TYPE_CHECKING:
+    from auditor.rebuild.runners import Runner
+    from auditor.rebuild.workspace import Workspace
+
+RUNNERS = ("process", "docker")
+
+
+def make_runner(name: str) -> Runner:
+    """``process`` (a subprocess here) or ``docker`` (a locked-down container, image by digest)."""
+    if name == "process":
+        from auditor.rebuild.runners import ProcessRunner
+
+        return ProcessRunner()
+    if name == "docker":
+        from auditor.rebuild.runners_docker import DockerRunner
+
+        return DockerRunner()
+    raise BadInput(f"runner {name!r} is not one of {', '.join(RUNNERS)}", hint="pass --runner process or --runner docker")
+
+
+@dataclass
+class RunResult:
+    """What one run of the recorded entrypoint left behind."""
+
+    output_dir: Path
+    metrics: dict[str, Any]
+    weights: Path | None
+    weights_sha256: str | None
+    record: RunRecord | None  # the rebuild's own record (its environment gives the drift)
+    wall_s: float
+    accelerator_s: float | None
+    log_tail: str
+    evaluated: bool = False
+
+
+def _home(workspace: Workspace) -> Path:
+    """A HOME of the rebuild's own, so it never reads the auditor's ~/.aws, ~/.netrc or caches."""
+    home = workspace.root / "home"
+    home.mkdir(exist_ok=True)
+    return home
+
+
+def run_recipe(
+    record: RunRecord,
+    workspace: Workspace,
+    runner: Runner,
+    output_dir: Path,
+    *,
+    timeout_s: float,
+    seed: int | None = None,
+    evaluate: Path | None = None,
+) -> RunResult:
+    """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``)."""
+    from auditor.judge.weights import sha256_file
+    from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
+
+    output_dir.mkdir(parents=True, exist_ok=False)
+    environment = record.environment
+    spec = RunSpec(
+        argv=list(record.code.entrypoint or []),
+        cwd=workspace.project_dir,
+        output_dir=output_dir,
+        env={**rebuild_env(record, seed=seed, evaluate=str(evaluate) if evaluate else None), "HOME": str(_home(workspace))},
+        data=workspace.data_dirs,
+        config_file=workspace.config_path,
+        timeout_s=timeout_s,
+        image=ImageRef.from_environment(environment) if environment else None,
+        accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
+        log_path=output_dir.with_name(output_dir.name + ".log"),
+    )
+    outcome = runner.run(spec)
+    if not outcome.ok:
+        why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
+        error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log is in the report)")
+        error.log_tail = outcome.log_tail
+        raise error
+    metrics_path = output_dir / METRICS_FILE
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except (OSError, ValueError) as exc:
+        error = InputUnrecoverable(
+            f"the entrypoint succeeded but left no readable {METRICS_FILE} in {output_dir}: {exc}",
+            hint="see the entry-point contract in the README",
+        )
+        error.log_tail = outcome.log_tail
+        raise error from None
+    if not isinstance(metrics, dict):
+        raise InputUnrecoverable(f"{metrics_path} holds {type(metrics).__name__}, not a JSON object of metrics")
+    weights = output_dir / WEIGHTS_FILE
+    own_record = None
+    if (output_dir / RECORD_FILE).exists():
+        try:
+            own_record = RunRecord.from_json((output_dir / RECORD_FILE).read_bytes(), source=str(output_dir))
+        except MalformedRecord:
+            own_record = None
+    return RunResult(
+        output_dir=output_dir,
+        metrics=metrics,
+        weights=weights if weights.exists() else None,
+        weights_sha256=sha256_file(weights) if weights.exists() else None,
+        record=own_record,
+        wall_s=outcome.wall_s,
+        accelerator_s=outcome.accelerator_s,
+        log_tail=outcome.log_tail,
+        evaluated=(output_dir / EVALUATION_FILE).exists(),
+    )
