@@ -1,0 +1,75 @@
+"""`repro-audit audit models:/NAME/N` and the nightly DAG are one step: they leave the same registry tags.
+
+Real parts: the CLI in a subprocess, Airflow's ``dag.test()`` in another (see conftest), MLflow on
+SQLite, the reference model rebuilt with torch. The version is audited by the CLI for a logical
+date; its audit tags and reports are then removed, and the nightly DAG audits it for the same date.
+Every ``repro.*`` tag must come back the same (the audit's wall-clock time aside), the report URI included.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.reference import settings_for
+
+pytestmark = pytest.mark.slow
+
+DATE = "2026-07-04"  # this module's own logical date
+
+NIGHTLY_ONCE = r"""
+import json, os
+import pendulum
+from airflow.dag_processing.dagbag import DagBag
+
+bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+if bag.import_errors:
+    raise SystemExit(f"DAG import errors: {bag.import_errors}")
+run = bag.get_dag("repro_nightly_audit").test(logical_date=pendulum.parse(os.environ["PROBE_DATE"]))
+json.dump({"state": str(run.state), "tasks": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}}, open(os.environ["PROBE_OUT"], "w"))
+"""
+
+
+def _audit_tags(seeded, ref: str) -> dict[str, str]:
+    from auditor.registry import open_registry
+
+    settings = settings_for(seeded)
+    info = open_registry(settings.tracking_uri).resolve(ref)
+    return {k: v for k, v in info.tags.items() if k.startswith("repro.audit.")}
+
+
+def _forget_audit(seeded, ref: str, reports: Path) -> None:
+    from mlflow import MlflowClient
+
+    name, version = ref.removeprefix("models:/").rsplit("/", 1)
+    client = MlflowClient(tracking_uri=seeded.env["MLFLOW_TRACKING_URI"])
+    for key in _audit_tags(seeded, ref):
+        client.delete_model_version_tag(name, version, key)
+    shutil.rmtree(reports, ignore_errors=True)
+
+
+def test_the_cli_audit_and_the_nightly_dag_leave_the_same_tags(seeded_registry, airflow_db, run_in_airflow, tmp_path):
+    seeded = seeded_registry
+    ref = seeded.versions["clean"]  # tier 1: the nightly's first pick, and the only one under a 1-model budget
+    reports = Path(seeded.env["REPRO_REPORTS"])
+    env = {**os.environ, **seeded.env}
+    _forget_audit(seeded, ref, reports)  # both start from the same state, whatever earlier tests audited
+    cli = subprocess.run([sys.executable, "-m", "auditor", "audit", ref, "--date", DATE, "--json"], capture_output=True, text=True, env=env)
+    assert cli.returncode == 0, cli.stderr[-3000:]
+    by_cli = _audit_tags(seeded, ref)
+    assert by_cli["repro.audit.verdict"] == "REPRODUCED_BITWISE" and by_cli["repro.audit.date"] == DATE
+
+    _forget_audit(seeded, ref, reports)
+    assert _audit_tags(seeded, ref) == {}
+    night = run_in_airflow(NIGHTLY_ONCE, {**airflow_db, **seeded.env, "REPRO_NIGHTLY_MAX_MODELS": "1", "PROBE_DATE": DATE}, cwd=tmp_path)
+    assert night["state"].endswith("success"), night["tasks"]
+    by_dag = _audit_tags(seeded, ref)
+
+    assert by_dag.pop("repro.audit.at") and by_cli.pop("repro.audit.at")  # when it ran differs, by design
+    assert by_dag == by_cli
+    assert (reports / by_cli["repro.audit.report"].rsplit("/", 1)[-1]).is_file()

@@ -1,0 +1,273 @@
+"""Every outcome branch of ``pipeline.audit``, with a fake runner, in milliseconds.
+
+What is stubbed, and why: the *runner* is a fake that writes what a training script would (or fails
+the way one can), and the *workspace* step is replaced by empty folders, because these tests are
+about how the audit turns each outcome into a verdict, not about git or snapshots (those are
+exercised for real in tests/integration/test_pipeline.py and test_snapshots*.py). The registry is
+the real in-memory twin; the weights are real safetensors files; the judge is the real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save
+
+from auditor import pipeline
+from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable, NotFound, SnapshotCorrupt, exit_code
+from auditor.judge.result import Band, Verdict
+from auditor.judge.tolerance import bands_to_json
+from auditor.lineage.record import Artifact, Outputs
+from auditor.rebuild.runners import RunOutcome
+from auditor.rebuild.workspace import Workspace
+from auditor.registry.memory import MemoryRegistry
+from auditor.settings import Settings
+from auditor.tags import TAG_AUDIT_DATE, TAG_BANDS, TAG_REPORT, TAG_VERDICT
+from tests.fixtures.records import complete_record
+
+METRICS = {"auc": 0.91, "accuracy": 0.85}
+
+
+def _weights(value: float = 1.0) -> bytes:
+    return save({"w": np.full((4, 3), value, dtype=np.float32), "b": np.arange(3, dtype=np.float32)})
+
+
+class FakeRunner:
+    """Plays the recorded entrypoint: ``behave(spec)`` writes outputs or returns a failing outcome."""
+
+    name = "fake"
+
+    def __init__(self, behave):
+        self.behave = behave
+        self.specs = []
+
+    def run(self, spec):
+        self.specs.append(spec)
+        evaluating = "REPRO_EVALUATE_WEIGHTS" in spec.env
+        outcome = self.behave(spec, evaluating)
+        if outcome is not None:
+            return outcome
+        return RunOutcome(exit_code=0, wall_s=0.01, log="trained\n", log_path=spec.output_dir / "log")
+
+
+def write(spec, *, metrics=METRICS, weights: bytes | None = None, evaluated: bool = False):
+    if metrics is not None:
+        (spec.output_dir / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
+    if weights is not None:
+        (spec.output_dir / "model.safetensors").write_bytes(weights)
+    if evaluated:
+        (spec.output_dir / "evaluation.json").write_text("{}")
+
+
+def faithful(spec, evaluating):
+    """An intact, deterministic recipe: the same weights and metrics as registered."""
+    write(spec, weights=None if evaluating else _weights(), evaluated=evaluating)
+
+
+@pytest.fixture()
+def world(tmp_path, monkeypatch):
+    registry = MemoryRegistry.named(f"memory://outcomes-{tmp_path.name}")
+    weights = _weights()
+    record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
+        Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
+    ]))
+    info = registry.register_record("m", record, weights=weights)
+    settings = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"), "MLFLOW_TRACKING_URI": registry.uri})
+
+    def fake_prepare(record, diff, dest, settings):
+        project = dest / "code"
+        project.mkdir(parents=True)
+        return Workspace(root=dest, repo_dir=project, project_dir=project, config_path=dest / "config.json", data_dirs={})
+
+    monkeypatch.setattr(pipeline, "_prepare", fake_prepare)
+    yield registry, info, settings
+    MemoryRegistry.forget(registry.uri)
+
+
+def run_audit(world, monkeypatch, behave, *, prepare_error: Exception | None = None):
+    registry, info, settings = world
+    runner = FakeRunner(behave)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    if prepare_error is not None:
+        def failing_prepare(*_a, **_k):
+            raise prepare_error
+        monkeypatch.setattr(pipeline, "_prepare", failing_prepare)
+    result = pipeline.audit(info.ref, date="2026-02-01", settings=settings)
+    return result, runner
+
+
+def test_an_intact_deterministic_recipe_is_reproduced_bitwise(world, monkeypatch):
+    result, runner = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.REPRODUCED_BITWISE
+    assert result.tiers["artifact_recovery"].status == "pass"
+    assert len(runner.specs) == 2  # the registered weights re-evaluated, then one rebuild
+    assert runner.specs[1].env["REPRO_SEED"] == "7"
+
+
+def test_no_metrics_file_is_not_reproducible_naming_the_file(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, metrics=None, weights=_weights()))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert "metrics.json" in result.error and exit_code(result.verdict.value) == 1
+
+
+def test_metrics_that_are_not_an_object_are_not_reproducible(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, metrics="[1, 2]", weights=_weights()))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE and "not a JSON object" in result.error
+
+
+def test_no_rebuilt_weights_is_not_reproducible(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, evaluated=ev))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert result.error == "the rebuild left no model.safetensors"
+    assert result.tiers["bitwise"].status == "fail"
+
+
+def test_different_weights_without_a_band_are_out_of_tolerance(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.5), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert result.tiers["bitwise"].status == "fail" and result.tiers["statistical"].status == "skipped"
+
+
+def _set_bands(world, **bands):
+    registry, info, _ = world
+    registry.set_bands(info, bands_to_json({m: Band(metric=m, lower=lo, upper=hi) for m, (lo, hi) in bands.items()}))
+
+
+def test_different_weights_inside_every_band_are_within_tolerance(world, monkeypatch):
+    _set_bands(world, auc=(0.9, 0.92), accuracy=(0.84, 0.86))
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.5), evaluated=ev))
+    assert result.verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE
+
+
+def test_a_metric_outside_its_band_is_out_of_tolerance_even_with_identical_weights(world, monkeypatch):
+    _set_bands(world, auc=(0.9, 0.92))
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, metrics=METRICS if ev else {"auc": 0.5, "accuracy": 0.85}, weights=None if ev else _weights(), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert result.tiers["bitwise"].status == "pass" and result.tiers["statistical"].status == "fail"
+
+
+def test_a_malformed_band_is_an_error_naming_the_tag(world, monkeypatch):
+    registry, info, _ = world
+    registry.set_tags(info, {TAG_BANDS: '{"schema": "repro.bands/1", "bands": {"auc": {"lower": "x"}}}'})
+    result, _ = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.ERROR
+    assert TAG_BANDS in result.error
+
+
+def test_a_crash_is_an_error_with_the_log_tail(world, monkeypatch):
+    def crash(spec, ev):
+        return RunOutcome(exit_code=1, wall_s=0.01, log="Traceback: boom\n", log_path=spec.output_dir / "log")
+
+    result, _ = run_audit(world, monkeypatch, crash)
+    assert result.verdict is Verdict.ERROR
+    assert "exited with code 1" in result.error and "boom" in result.log_tail
+    assert exit_code(result.verdict.value) == 3
+
+
+def test_a_timeout_is_an_error_saying_so(world, monkeypatch):
+    def hang(spec, ev):
+        return RunOutcome(exit_code=-9, wall_s=5.0, log="epoch 1\n", log_path=spec.output_dir / "log", timed_out=True)
+
+    result, _ = run_audit(world, monkeypatch, hang)
+    assert result.verdict is Verdict.ERROR and "timed out" in result.error
+
+
+def test_an_engine_outage_is_an_error_not_a_verdict_on_the_model(world, monkeypatch):
+    def outage(spec, ev):
+        raise InfrastructureError("docker engine at unix:///var/run/docker.sock did not answer")
+
+    result, _ = run_audit(world, monkeypatch, outage)
+    assert result.verdict is Verdict.ERROR and "docker engine" in result.error
+
+
+def test_an_unexpected_exception_is_an_error_naming_its_type(world, monkeypatch):
+    def bug(spec, ev):
+        raise RuntimeError("surprise")
+
+    result, _ = run_audit(world, monkeypatch, bug)
+    assert result.verdict is Verdict.ERROR and result.error == "unexpected RuntimeError: surprise"
+
+
+def test_an_input_that_cannot_be_recovered_is_not_reproducible(world, monkeypatch):
+    result, runner = run_audit(world, monkeypatch, faithful, prepare_error=InputUnrecoverable("commit 0123 no longer exists"))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE and "commit 0123" in result.error
+    assert runner.specs == []
+
+
+def test_a_corrupt_snapshot_is_not_reproducible(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, faithful, prepare_error=SnapshotCorrupt("blake3:ab", ["train_y.npy: changed"]))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE and "train_y.npy" in result.error
+
+
+def test_registered_weights_altered_after_registration_fail_artifact_recovery(world, monkeypatch):
+    registry, info, _ = world
+    registry.put_artifact(info.run_id, "model/model.safetensors", _weights(2.0))
+    result, _ = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert result.tiers["artifact_recovery"].status == "fail" and "altered" in result.tiers["artifact_recovery"].summary
+
+
+def test_a_version_without_a_record_is_not_reproducible_and_nothing_runs(world, monkeypatch):
+    registry, _, settings = world
+    plain = registry.register_record("m", None)
+    runner = FakeRunner(faithful)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    result = pipeline.audit(plain.ref, date="2026-02-01", settings=settings)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert result.findings[0].code == "record.missing" and runner.specs == []
+
+
+def test_a_record_rewritten_after_registration_is_not_reproducible(world, monkeypatch):
+    registry, info, _ = world
+    forged = complete_record(seeds=None)
+    registry.put_artifact(info.run_id, "repro/run_record.json", forged.to_json().encode())
+    result, runner = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE and runner.specs == []
+    assert "changed after registration" in result.findings[0].message
+
+
+def test_a_blocking_lineage_finding_is_not_reproducible_and_nothing_runs(world, monkeypatch):
+    registry, _, settings = world
+    record = complete_record()
+    record = record.model_copy(update={"environment": record.environment.model_copy(update={"image_digest": None, "image_ref": "trainer:latest"})})
+    bad = registry.register_record("m", record, weights=_weights())
+    runner = FakeRunner(faithful)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    result = pipeline.audit(bad.ref, date="2026-02-01", settings=settings)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert result.tiers["lineage"].status == "fail" and runner.specs == []
+
+
+def test_an_unknown_runner_and_a_bad_ref_are_the_callers_errors(world):
+    _, info, settings = world
+    with pytest.raises(BadInput, match="runner 'podman'"):
+        pipeline.audit(info.ref, runner="podman", settings=settings)
+    with pytest.raises(NotFound):
+        pipeline.audit("models:/m/99", settings=settings)
+    row = pipeline.audit_and_publish("models:/m/99", date="2026-02-01", audit_run="t", settings=settings)
+    assert row["verdict"] == "ERROR" and row["report"] is None and "99" in row["error"]
+
+
+def test_publishing_writes_the_outcome_tags_once_per_date(world, monkeypatch):
+    registry, info, settings = world
+    runner = FakeRunner(faithful)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    first = pipeline.publish_audit(info.ref, date="2026-02-01", audit_run="cli", settings=settings)
+    tags = dict(registry.resolve(info.ref).tags)
+    assert tags[TAG_VERDICT] == "REPRODUCED_BITWISE" and tags[TAG_AUDIT_DATE] == "2026-02-01"
+    assert tags[TAG_REPORT] == first.row["report"] and Path(first.row["report"]).exists()
+    again = pipeline.audit_and_publish(info.ref, date="2026-02-01", audit_run="dag", settings=settings)
+    assert again["skipped"] and again["report"] == first.row["report"]
+    assert len(runner.specs) == 2  # the second call re-used the published evidence: no rebuild
+    assert dict(registry.resolve(info.ref).tags) == tags
+
+
+def test_exit_codes_come_from_one_table():
+    assert [exit_code(v.value) for v in Verdict] == [0, 0, 1, 1, 3]
+    assert exit_code(BadInput("x")) == 2 and exit_code(InfrastructureError("x")) == 3
+    assert exit_code(InputUnrecoverable("x")) == 1 and exit_code(RuntimeError("x")) == 3
+
