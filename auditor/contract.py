@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from auditor.lineage.record import RunRecord
+from typing import Any
 
 # -- variables --------------------------------------------------------------------------
 ENV_REBUILD = "REPRO_REBUILD"
@@ -83,8 +80,12 @@ def path_env(*, output_dir: str, data: Mapping[str, str], config_file: str | Non
     return env
 
 
-def rebuild_env(record: RunRecord, *, seed: int | None = None, evaluate: str | None = None) -> dict[str, str]:
-    """The seed, determinism and thread pins a rebuild of ``record`` runs under (paths come from the runner)."""
+def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = None) -> dict[str, str]:
+    """The seed, determinism and thread pins a rebuild of ``record`` runs under (paths come from the runner).
+
+    ``record`` is an ``auditor.lineage.record.RunRecord``; it is not imported here, because the record
+    module takes its file names from this one (this module sits below it and imports nothing of ours).
+    """
     env: dict[str, str] = {}
     seeds = record.seeds
     if seeds is not None:
