@@ -33,7 +33,9 @@ from auditor.errors import BadInput
 log = logging.getLogger(__name__)
 
 #: the types a setting can have: how its text is parsed
-TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs")
+TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs", "cron")
+#: schedules Airflow accepts that are not cron expressions
+_AIRFLOW_SCHEDULES = {"@once", "@continuous"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -109,6 +111,8 @@ class Setting:
             if lowered in _FALSE:
                 return False
             raise self._bad(raw, "a boolean", hint="use true or false")
+        if self.type == "cron":
+            return self._cron(raw)
         if self.type == "choice":
             lowered = raw.strip().lower()
             if lowered not in self.choices:
@@ -125,6 +129,16 @@ class Setting:
         if self.minimum is not None and value < self.minimum:
             raise self._bad(raw, kind if self.minimum == 1 else f"an integer of at least {self.minimum}")
         return value
+
+    def _cron(self, raw: str) -> str:
+        """A cron expression as Airflow validates it (croniter, which Airflow installs); without croniter, as given."""
+        try:
+            from croniter import croniter
+        except ImportError:  # no Airflow here: nothing schedules by it
+            return raw
+        if raw in _AIRFLOW_SCHEDULES or croniter.is_valid(raw):
+            return raw
+        raise self._bad(raw, "a cron expression", hint=f"set {self.name} to e.g. {self.default!r} (minute hour day month weekday)")
 
     def _pairs(self, raw: str) -> tuple[tuple[str, str], ...]:
         """``key=value[,key=value]`` as pairs, in order (a key given twice keeps its last value)."""
@@ -205,7 +219,7 @@ RETRY_DELAY_S = Setting(
     "retry_delay_s",
 )
 NIGHTLY_SCHEDULE = Setting(
-    "REPRO_NIGHTLY_SCHEDULE", "str", "0 2 * * *", "the nightly DAG's cron schedule", "nightly_schedule",
+    "REPRO_NIGHTLY_SCHEDULE", "cron", "0 2 * * *", "the nightly DAG's cron schedule", "nightly_schedule",
 )
 NIGHTLY_MAX_MODELS = Setting(
     "REPRO_NIGHTLY_MAX_MODELS", "int", 5, "the nightly budget: models per night", "nightly_max_models",

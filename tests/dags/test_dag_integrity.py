@@ -78,6 +78,7 @@ def test_the_dag_folder_imports_without_errors(parsed):
 MALFORMED = {
     "REPRO_REBUILD_BACKEND": "slurm",
     "REPRO_RETRY_DELAY_S": "five minutes",
+    "REPRO_NIGHTLY_SCHEDULE": "every night",
     "REPRO_K8S_GPUS": "zero",
     "REPRO_K8S_NODE_SELECTOR": "no-equals-sign",
     "REPRO_REBUILD_TIMEOUT_S": "an hour",
@@ -106,6 +107,8 @@ def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_
     if "REPRO_RETRY_DELAY_S" in bad:
         delays = {t["retry_delay_s"] for d in parsed["dags"].values() for t in d["tasks"].values()}
         assert delays == {300}  # the declared default
+    if "REPRO_NIGHTLY_SCHEDULE" in bad:
+        assert parsed["dags"]["repro_nightly_audit"]["schedule"] == "0 2 * * *"
 
 
 def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):

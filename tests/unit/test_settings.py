@@ -27,7 +27,8 @@ from auditor.settings import (
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/ml/repro-trainer@sha256:" + "ab" * 32
-MALFORMED = {"int": "ten", "float": "four hours", "bool": "maybe", "choice": "slurm", "pairs": "no-equals-sign"}
+MALFORMED = {"int": "ten", "float": "four hours", "bool": "maybe", "choice": "slurm", "pairs": "no-equals-sign",
+             "cron": "every night"}
 
 
 def test_every_setting_is_declared_once_with_a_type_a_help_line_and_a_field():
@@ -73,6 +74,8 @@ def test_the_parsers_read_what_an_operator_writes():
     assert settings.kubernetes.node_selector == (("pool", "gpu"), ("zone", "a")) and settings.kubernetes.gpus == 4
     assert settings.home == Path("/srv/repro")
     assert Settings.from_env({"REPRO_REQUIRE_OBJECT_LOCK": "off"}).require_object_lock is False
+    for schedule in ("30 3 * * 1-5", "@daily", "@once"):
+        assert Settings.from_env({"REPRO_NIGHTLY_SCHEDULE": schedule}).nightly_schedule == schedule
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "two"])
