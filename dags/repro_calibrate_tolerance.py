@@ -3,6 +3,8 @@
 Triggered by hand with params ``model_uri`` and ``reruns``; the runner comes from
 ``REPRO_RUNNER``. One task, one call into ``auditor.pipeline.calibrate`` (what
 ``repro-audit calibrate`` runs), which stores the band where later audits read it.
+Parsing reads only the retry delay, through a read that cannot fail; the task resolves
+the settings when it runs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.settings import get_settings
+from auditor.settings import RETRY_DELAY_S, get_settings
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -24,7 +26,7 @@ GPU_QUEUE = "gpu"
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=get_settings().retry_delay_s)},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=RETRY_DELAY_S.get_or_default())},
     params={
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
@@ -40,8 +42,10 @@ def repro_calibrate_tolerance() -> None:
         """Calibrate and store the bands; XCom gets each metric's [lower, upper], not the runs behind them."""
         from auditor import pipeline
 
+        settings = get_settings()
         params = context["params"]
-        bands = pipeline.calibrate(params["model_uri"], reruns=int(params["reruns"]), runner=get_settings().runner)
+        bands = pipeline.calibrate(params["model_uri"], reruns=int(params["reruns"]), runner=settings.runner,
+                                   settings=settings)
         return {"model_uri": params["model_uri"], "bands": {m: [b.lower, b.upper] for m, b in bands.items()}}
 
     calibrate()

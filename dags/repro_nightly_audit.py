@@ -4,6 +4,11 @@ Thin on purpose: each task is one call into ``auditor.pipeline`` (the same step
 functions ``repro-audit nightly`` runs), imported inside the task so parsing this
 file loads neither torch, mlflow nor boto3. Tasks are keyed on the model version
 and the logical date, and pass refs and report URIs through XCom, never payloads.
+
+Parsing reads only what cannot fail: the schedule and retry delay through reads that
+fall back to the default with a warning, and the route through ``parse_time_pod``,
+which falls back to celery. Each task resolves the settings once, when it runs, and
+passes them down.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import dag, get_current_context, task
 
-from auditor.deploy import rebuild_backend
-from auditor.settings import get_settings
+from auditor.deploy import check_route, parse_time_pod
+from auditor.settings import NIGHTLY_SCHEDULE, RETRY_DELAY_S, get_settings
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -41,9 +46,12 @@ def make_audit_task() -> Any:
         """Audit and publish one model; a model-level failure comes back as verdict ERROR, not as a raise."""
         from auditor import pipeline
 
+        settings = get_settings()
+        check_route("celery", settings)  # a kubernetes configuration the DAG file could not render fails here
         get_current_context()["model_ref"] = pick["ref"]  # names the mapped instance in the UI
         return pipeline.audit_and_publish(
-            pick["ref"], date=_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}"
+            pick["ref"], date=_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
+            settings=settings,
         )
 
     return audit
@@ -54,17 +62,20 @@ def audit_each(picks: Any) -> Any:
 
     ``celery`` (default): a task in the GPU pool on the ``gpu`` queue, calling the pipeline in place.
     ``kubernetes``: one pod per model, spec from ``auditor.deploy.kubernetes`` (the provider is
-    imported only when this route is configured).
+    imported only when this route is configured). Chosen at parse time without raising: a
+    configuration that cannot be rendered logs a warning and builds the celery route, whose task
+    then fails naming the variable.
     """
-    if rebuild_backend() == "kubernetes":
+    pod = parse_time_pod()
+    if pod is not None:
         from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
-        from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments
+        from auditor.deploy.kubernetes import operator_kwargs, pod_arguments
 
         def _arguments(pick: dict) -> list[str]:
             return pod_arguments(pick["ref"])
 
-        operator = KubernetesPodOperator.partial(task_id="audit", pool=GPU_POOL, **operator_kwargs(PodSettings.from_env()))
+        operator = KubernetesPodOperator.partial(task_id="audit", pool=GPU_POOL, **operator_kwargs(pod))
         return operator.expand(arguments=picks.map(_arguments)).output  # an XComArg, like the decorated task's
     return make_audit_task().expand(pick=picks)
 
@@ -72,11 +83,11 @@ def audit_each(picks: Any) -> Any:
 @dag(
     dag_id="repro_nightly_audit",
     description="Sample registered models under a budget, rebuild and judge each, publish reports and an index.",
-    schedule=get_settings().nightly_schedule,
+    schedule=NIGHTLY_SCHEDULE.get_or_default(),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=get_settings().retry_delay_s)},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=RETRY_DELAY_S.get_or_default())},
     tags=["repro-audit", "audit", "nightly"],
     doc_md=__doc__,
 )
@@ -90,7 +101,7 @@ def repro_nightly_audit() -> None:
         """
         from auditor import pipeline
 
-        chosen = pipeline.sample(_date(context))
+        chosen = pipeline.sample(_date(context), settings=get_settings())
         context["ti"].xcom_push(key="sample", value=chosen)
         return chosen["picks"]
 
@@ -99,7 +110,7 @@ def repro_nightly_audit() -> None:
         """Write the run summary and refresh the index; a sampled model with no result is listed as an error."""
         from auditor import pipeline
 
-        return pipeline.publish_summary(_date(context), sample, list(results))
+        return pipeline.publish_summary(_date(context), sample, list(results), settings=get_settings())
 
     picks = sample()
     results = audit_each(picks)

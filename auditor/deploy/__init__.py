@@ -7,27 +7,86 @@ Two routes run GPU work under Airflow (docker/README.md):
 ``kubernetes``  the rebuild task launches one pod per model through ``KubernetesPodOperator``,
                 its spec rendered by ``auditor.deploy.kubernetes``.
 
-Chosen by ``REPRO_REBUILD_BACKEND`` (default ``celery``). Nothing here imports Airflow or the
-Kubernetes client: the spec is a plain dict, checkable without a cluster.
+Chosen by ``REPRO_REBUILD_BACKEND`` (default ``celery``; declared in ``auditor.settings``).
+Nothing here imports Airflow or the Kubernetes client: the spec is a plain dict, checkable
+without a cluster.
+
+A DAG file picks its route while Airflow parses it, where nothing may raise: ``parse_time_pod``
+never does. A malformed or incomplete configuration logs a warning there and builds the celery
+route; the task then fails when it runs, naming the variable (``check_route``), instead of the
+DAG file failing to import.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from auditor.errors import BadInput
+from auditor.settings import REBUILD_BACKEND, REBUILD_TIMEOUT_S, KubernetesSettings, Settings, get_settings
 
-BACKENDS = ("celery", "kubernetes")
+if TYPE_CHECKING:
+    from auditor.deploy.kubernetes import PodSettings
+
+log = logging.getLogger(__name__)
+
+BACKENDS = REBUILD_BACKEND.choices
 
 
-def rebuild_backend(env: Mapping[str, str] | None = None) -> str:
-    """The configured route for rebuild tasks: ``celery`` or ``kubernetes``."""
+def rebuild_backend(env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> str:
+    """The configured route for rebuild tasks: ``celery`` or ``kubernetes``.
+
+    From ``settings`` when given, else from ``env`` when given (only ``REPRO_REBUILD_BACKEND`` is
+    read), else from ``get_settings()``. ``BadInput`` names a malformed value.
+    """
+    if settings is not None:
+        return settings.rebuild_backend
+    if env is not None:
+        return REBUILD_BACKEND.get(env)
+    return get_settings().rebuild_backend
+
+
+def parse_time_pod(env: Mapping[str, str] | None = None) -> PodSettings | None:
+    """For a DAG file at parse time: the pod settings when the kubernetes route is configured, else ``None``.
+
+    Never raises. ``None`` (the celery route) also when the backend is malformed or the pod's
+    settings are (no ``REPRO_K8S_IMAGE``, an image not pinned by digest, a malformed
+    ``REPRO_K8S_*``): a warning is logged, and the task fails at run time with the reason
+    (``check_route``). Reads only the backend, the ``REPRO_K8S_*`` variables and the rebuild
+    timeout, so another malformed setting does not change the route.
+    """
     env = os.environ if env is None else env
-    raw = (env.get("REPRO_REBUILD_BACKEND") or "celery").strip().lower()
-    if raw not in BACKENDS:
-        raise BadInput(
-            f"environment variable REPRO_REBUILD_BACKEND={raw!r} is not one of {', '.join(BACKENDS)}",
-            hint="set REPRO_REBUILD_BACKEND=celery (gpu queue) or kubernetes (one pod per rebuild)",
-        )
-    return raw
+    if REBUILD_BACKEND.get_or_default(env) != "kubernetes":
+        return None
+    from auditor.deploy.kubernetes import PodSettings
+
+    try:
+        settings = Settings(kubernetes=KubernetesSettings.from_env(env), rebuild_timeout_s=REBUILD_TIMEOUT_S.get(env))
+        return PodSettings.from_settings(settings)
+    except BadInput as exc:
+        log.warning("%s=kubernetes, but the rebuild pod cannot be rendered: %s; building the celery route, whose "
+                    "task will fail with this error", REBUILD_BACKEND.name, exc)
+        return None
+
+
+def check_route(route: str, settings: Settings | None = None) -> None:
+    """At run time, in a task the DAG file built for ``route``: ``BadInput`` unless the settings choose it.
+
+    The task of a DAG file that fell back to celery (``parse_time_pod``) calls this first, so a
+    kubernetes configuration that could not be rendered fails the task with the reason, instead
+    of rebuilding on the celery workers.
+    """
+    settings = settings or get_settings()
+    configured = settings.rebuild_backend
+    if configured == route:
+        return
+    if configured == "kubernetes":
+        from auditor.deploy.kubernetes import PodSettings
+
+        PodSettings.from_settings(settings)  # raises the reason the DAG file could not render the pod
+    raise BadInput(
+        f"{REBUILD_BACKEND.name}={configured} here, but the DAG file was parsed with the {route} route",
+        hint="give the DAG processor and the workers the same settings",
+    )

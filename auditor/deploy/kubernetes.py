@@ -28,14 +28,13 @@ outlives the rebuild timeout is stopped by ``activeDeadlineSeconds``.
 from __future__ import annotations
 
 import copy
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.errors import BadInput
-from auditor.settings import Settings
+from auditor.settings import HOME, IMAGE, IMAGE_DIGEST, K8S_IMAGE, RUNNER, KubernetesSettings, Settings, get_settings
 
 CONTAINER = "base"  # the name KubernetesPodOperator reconciles its own arguments into
 UID = 10001  # the trainer image's non-root user (docker/Dockerfile)
@@ -47,78 +46,67 @@ DATE_TEMPLATE = "{{ ds }}"
 AUDIT_RUN_TEMPLATE = "{{ dag.dag_id }}/{{ run_id }}"
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name) or ""
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise BadInput(f"environment variable {name}={raw!r} is not a positive integer", hint=f"set {name} to e.g. {default}")
-    return int(raw)
-
-
-def _selector(env: Mapping[str, str], name: str) -> dict[str, str]:
-    raw = (env.get(name) or "").strip()
-    if not raw:
-        return {}
-    pairs = {}
-    for item in raw.split(","):
-        key, sep, value = item.strip().partition("=")
-        if not sep or not key:
-            raise BadInput(f"environment variable {name}={raw!r} is not key=value[,key=value]",
-                           hint=f"e.g. {name}=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3")
-        pairs[key] = value
-    return pairs
-
-
 @dataclass(frozen=True)
 class PodSettings:
-    """What a platform team provides for the Kubernetes route (``REPRO_K8S_*``)."""
+    """The Kubernetes route's settings, checked: the image is pinned by digest; the pod's deadline is set.
+
+    Built from ``Settings.kubernetes`` (``REPRO_K8S_*``) and ``Settings.rebuild_timeout_s``; the
+    defaults are the declarations' (``auditor.settings``).
+    """
 
     image: str
-    namespace: str = "repro-audit"
-    gpus: int = 1
-    cpu: str = "4"
-    memory: str = "16Gi"
-    work_size: str = "50Gi"
-    service_account: str = "repro-rebuild"
-    config_map: str = "repro-audit-settings"
-    secret: str = "repro-audit-credentials"
+    namespace: str = KubernetesSettings.namespace
+    gpus: int = KubernetesSettings.gpus
+    cpu: str = KubernetesSettings.cpu
+    memory: str = KubernetesSettings.memory
+    work_size: str = KubernetesSettings.work_size
+    service_account: str = KubernetesSettings.service_account
+    config_map: str = KubernetesSettings.config_map
+    secret: str = KubernetesSettings.secret
     node_selector: dict[str, str] = field(default_factory=dict)
-    priority_class: str | None = None
-    image_pull_secret: str | None = None
-    timeout_s: int = 3600
+    priority_class: str | None = KubernetesSettings.priority_class
+    image_pull_secret: str | None = KubernetesSettings.image_pull_secret
+    timeout_s: int = Settings.rebuild_timeout_s
 
     def __post_init__(self) -> None:
         if not DIGEST_REF.match(self.image):
             raise BadInput(
                 f"trainer image {self.image!r} is not pinned by digest",
-                hint="set REPRO_K8S_IMAGE to REGISTRY/REPO@sha256:<64 hex> (docker buildx imagetools inspect prints it)",
+                hint=f"set {K8S_IMAGE.name} to REGISTRY/REPO@sha256:<64 hex> "
+                "(docker buildx imagetools inspect prints it)",
             )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> PodSettings:
-        """Read ``REPRO_K8S_*``; ``REPRO_K8S_IMAGE`` is required, the rest have defaults."""
-        env = os.environ if env is None else env
-        image = env.get("REPRO_K8S_IMAGE") or ""
-        if not image:
-            raise BadInput("environment variable REPRO_K8S_IMAGE is not set",
+    def from_settings(cls, settings: Settings | None = None) -> PodSettings:
+        """The pod settings of ``settings`` (default ``get_settings()``); ``REPRO_K8S_IMAGE`` is required."""
+        settings = settings or get_settings()
+        k8s = settings.kubernetes
+        if not k8s.image:
+            raise BadInput(f"environment variable {K8S_IMAGE.name} is not set",
                            hint="set it to the trainer image by digest: REGISTRY/REPO@sha256:<64 hex>")
-        settings = settings or Settings.from_env(env)
         return cls(
-            image=image,
-            namespace=env.get("REPRO_K8S_NAMESPACE") or cls.namespace,
-            gpus=_int(env, "REPRO_K8S_GPUS", cls.gpus),
-            cpu=env.get("REPRO_K8S_CPU") or cls.cpu,
-            memory=env.get("REPRO_K8S_MEMORY") or cls.memory,
-            work_size=env.get("REPRO_K8S_WORK_SIZE") or cls.work_size,
-            service_account=env.get("REPRO_K8S_SERVICE_ACCOUNT") or cls.service_account,
-            config_map=env.get("REPRO_K8S_CONFIGMAP") or cls.config_map,
-            secret=env.get("REPRO_K8S_SECRET") or cls.secret,
-            node_selector=_selector(env, "REPRO_K8S_NODE_SELECTOR"),
-            priority_class=env.get("REPRO_K8S_PRIORITY_CLASS") or None,
-            image_pull_secret=env.get("REPRO_K8S_IMAGE_PULL_SECRET") or None,
+            image=k8s.image,
+            namespace=k8s.namespace,
+            gpus=k8s.gpus,
+            cpu=k8s.cpu,
+            memory=k8s.memory,
+            work_size=k8s.work_size,
+            service_account=k8s.service_account,
+            config_map=k8s.config_map,
+            secret=k8s.secret,
+            node_selector=dict(k8s.node_selector),
+            priority_class=k8s.priority_class,
+            image_pull_secret=k8s.image_pull_secret,
             timeout_s=settings.rebuild_timeout_s,
         )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, settings: Settings | None = None) -> PodSettings:
+        """``from_settings`` of ``settings``, else of ``Settings.from_env(env)`` when ``env`` is given, else of
+        ``get_settings()``."""
+        if settings is None and env is not None:
+            settings = Settings.from_env(env)
+        return cls.from_settings(settings)
 
 
 def pod_arguments(model_ref: str, *, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE) -> list[str]:
@@ -155,10 +143,10 @@ def pod_template(pod: PodSettings) -> dict[str, Any]:
                 "command": ["python", "-m", "auditor.deploy.pod_main"],
                 "env": [
                     # The rebuild's own record names the image it ran in.
-                    {"name": "REPRO_IMAGE", "value": image_name},
-                    {"name": "REPRO_IMAGE_DIGEST", "value": digest},
-                    {"name": "REPRO_HOME", "value": "/work/.repro"},
-                    {"name": "REPRO_RUNNER", "value": "process"},
+                    {"name": IMAGE.name, "value": image_name},
+                    {"name": IMAGE_DIGEST.name, "value": digest},
+                    {"name": HOME.name, "value": "/work/.repro"},
+                    {"name": RUNNER.name, "value": "process"},
                 ],
                 "envFrom": [{"configMapRef": {"name": pod.config_map}}, {"secretRef": {"name": pod.secret}}],
                 "resources": {"requests": dict(resources), "limits": dict(resources)},

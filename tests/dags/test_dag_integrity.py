@@ -50,7 +50,7 @@ for dag in bag.dags.values():
         "params": {k: dag.params.get_param(k).schema for k in dag.params},
         "param_defaults": {k: dag.params.get_param(k).value for k in dag.params if dag.params.get_param(k).has_value},
         "tasks": {t.task_id: {"retries": t.retries, "retry_delay_s": t.retry_delay.total_seconds(), "pool": t.pool,
-                              "queue": t.queue, "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule), "mapped": type(t).__name__.endswith("MappedOperator"),
+                              "queue": t.queue, "operator": getattr(t, "operator_class", type(t)).__name__, "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule), "mapped": type(t).__name__.endswith("MappedOperator"),
                               "upstream": sorted(t.upstream_task_ids)} for t in dag.tasks},
     }
 json.dump(report, open(os.environ["PROBE_OUT"], "w"))
@@ -72,6 +72,43 @@ def parsed(airflow_env: dict[str, str], run_in_airflow) -> dict[str, Any]:
 def test_the_dag_folder_imports_without_errors(parsed):
     assert parsed["import_errors"] == {}
     assert set(parsed["dags"]) == DAG_IDS
+
+
+# Settings that would raise if read while parsing: a DAG file must not read them (or read them without raising).
+MALFORMED = {
+    "REPRO_REBUILD_BACKEND": "slurm",
+    "REPRO_RETRY_DELAY_S": "five minutes",
+    "REPRO_NIGHTLY_SCHEDULE": "every night",
+    "REPRO_K8S_GPUS": "zero",
+    "REPRO_K8S_NODE_SELECTOR": "no-equals-sign",
+    "REPRO_REBUILD_TIMEOUT_S": "an hour",
+    "REPRO_NIGHTLY_MAX_MODELS": "many",
+    "REPRO_NIGHTLY_BUDGET_HOURS": "all night",
+    "REPRO_REQUIRE_OBJECT_LOCK": "maybe",
+    "REPRO_LOCK_RETENTION_DAYS": "forever",
+}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [MALFORMED, {"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_GPUS": "zero"},
+     {"REPRO_REBUILD_BACKEND": "kubernetes"}, {"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_IMAGE": "trainer:latest"}],
+    ids=["every-setting-malformed", "kubernetes-malformed-gpus", "kubernetes-without-image", "kubernetes-image-by-tag"],
+)
+def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_in_airflow, bad):
+    """Parse time reads nothing that raises: the DAGs load with the defaults; the tasks fail when they run."""
+    parsed = run_in_airflow(PARSE, {**airflow_env, **bad})
+    assert parsed["import_errors"] == {}
+    assert set(parsed["dags"]) == DAG_IDS
+    audit = parsed["dags"]["repro_nightly_audit"]["tasks"]["audit"]
+    # a route that cannot be rendered falls back to the celery task (which fails at run time, naming the variable)
+    assert audit["mapped"] and audit["operator"] != "KubernetesPodOperator"
+    assert (audit["pool"], audit["queue"]) == ("repro_gpu", "gpu")
+    if "REPRO_RETRY_DELAY_S" in bad:
+        delays = {t["retry_delay_s"] for d in parsed["dags"].values() for t in d["tasks"].values()}
+        assert delays == {300}  # the declared default
+    if "REPRO_NIGHTLY_SCHEDULE" in bad:
+        assert parsed["dags"]["repro_nightly_audit"]["schedule"] == "0 2 * * *"
 
 
 def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):
