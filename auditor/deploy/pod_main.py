@@ -31,10 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from auditor import pipeline
+    from auditor.settings import get_settings
 
+    settings = get_settings()  # resolved once, here, and passed down
     try:
         result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
-                                            reruns=args.reruns)
+                                            reruns=args.reruns, settings=settings)
     except InfrastructureError as exc:
         print(f"publishing failed, the task will retry: {exc}", file=sys.stderr)
         return exit_code(exc)
