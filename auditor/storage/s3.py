@@ -34,7 +34,7 @@ from auditor.errors import BadInput, InfrastructureError, NotFound, ReproError
 from auditor.storage.base import BlobStore, check_key
 
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
-# A version hidden by a delete marker answers 405 to a GET by version id.
+# A GET by the version id of a delete marker answers 405 (a GET without one, 404).
 _GONE_CODES = _MISSING_CODES | {"405", "MethodNotAllowed"}
 _EXISTS_CODES = {"412", "PreconditionFailed"}
 # S3 answers 409 while another conditional write of the same key is in flight.
@@ -250,6 +250,7 @@ class S3Store(BlobStore):
         return ObjectLock(
             enabled=config.get("ObjectLockEnabled") == "Enabled",
             mode=retention.get("Mode"),
-            days=int(retention["Days"]) if retention.get("Days") is not None else None,
-            years=int(retention["Years"]) if retention.get("Years") is not None else None,
+            # A server may answer 0 for the unit not used (moto does): 0 is no retention in that unit.
+            days=int(retention.get("Days") or 0) or None,
+            years=int(retention.get("Years") or 0) or None,
         )
