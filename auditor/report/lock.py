@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 from auditor.errors import BadInput
-from auditor.storage.base import BlobStore
+from auditor.storage import BlobStore
+from auditor.storage.s3 import S3Store  # boto3 itself is imported only when the store makes a client
 
 DAYS_PER_YEAR = 365
 
@@ -26,34 +27,24 @@ def _config_hint(bucket: str, days: int) -> str:
 
 def require_object_lock(store: BlobStore, retention_days: int) -> None:
     """Raise ``BadInput`` unless ``store`` is an S3 bucket with default COMPLIANCE retention >= ``retention_days``."""
-    bucket = getattr(store, "bucket", None)
-    if bucket is None:
+    if not isinstance(store, S3Store):
         raise BadInput(
             f"REPRO_REQUIRE_OBJECT_LOCK is set but {store.uri} is not an S3 bucket, so nothing there is locked",
             hint="publish to s3://bucket/prefix with Object Lock, or set REPRO_REQUIRE_OBJECT_LOCK=false",
         )
-    from auditor.storage.s3 import error_code, translate
-
-    try:
-        answer = store.client.get_object_lock_configuration(Bucket=bucket)
-    except Exception as exc:
-        if error_code(exc) == "ObjectLockConfigurationNotFoundError":
-            raise BadInput(
-                f"refusing to publish to s3://{bucket}: the bucket has no Object Lock configuration",
-                hint=_config_hint(bucket, retention_days),
-            ) from None
-        if not type(exc).__module__.startswith("botocore"):
-            raise
-        raise translate(exc, bucket, action="read the Object Lock configuration of") from exc
-    config = answer.get("ObjectLockConfiguration") or {}
-    retention = (config.get("Rule") or {}).get("DefaultRetention") or {}
-    mode = retention.get("Mode")
-    days = int(retention.get("Days") or 0) or int(retention.get("Years") or 0) * DAYS_PER_YEAR
+    bucket = store.bucket
+    lock = store.object_lock()
+    if lock is None:
+        raise BadInput(
+            f"refusing to publish to s3://{bucket}: the bucket has no Object Lock configuration",
+            hint=_config_hint(bucket, retention_days),
+        )
+    days = (lock.days or 0) or (lock.years or 0) * DAYS_PER_YEAR
     problem = None
-    if config.get("ObjectLockEnabled") != "Enabled":
+    if not lock.enabled:
         problem = "Object Lock is not enabled"
-    elif mode != "COMPLIANCE":
-        problem = f"its default retention mode is {mode or 'unset'}, not COMPLIANCE (governance mode can be lifted)"
+    elif lock.mode != "COMPLIANCE":
+        problem = f"its default retention mode is {lock.mode or 'unset'}, not COMPLIANCE (governance mode can be lifted)"
     elif days < retention_days:
         problem = f"its default retention is {days} days, less than the required {retention_days}"
     if problem:

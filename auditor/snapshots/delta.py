@@ -20,10 +20,9 @@ from typing import Any
 
 from auditor.errors import BadInput, NotFound
 from auditor.snapshots.hashing import ProgressFn
+from auditor.snapshots.layout import SnapshotInfo, StoreLike, as_store, put_manifest
 from auditor.snapshots.manifest import Entry, Manifest, check_entry_path
 from auditor.snapshots.reference import hash_sources
-from auditor.snapshots.store import SnapshotInfo, as_store, put_manifest
-from auditor.storage.base import BlobStore
 
 
 def table_root(table_uri: str | Path) -> str:
@@ -61,7 +60,7 @@ def _open(table_uri: str, root: str, version: int | None, options: dict[str, str
 
 def create_delta_snapshot(
     table_uri: str | Path,
-    store: BlobStore | str | Path,
+    store: StoreLike,
     *,
     version: int | None = None,
     storage_options: Mapping[str, str] | None = None,

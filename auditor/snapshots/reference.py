@@ -20,19 +20,17 @@ import shutil
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import blake3
 
 from auditor.errors import BadInput, UnsafePath
 from auditor.snapshots.hashing import ProgressFn, hash_paths
+from auditor.snapshots.layout import Problem, SnapshotInfo, StoreLike, as_store, put_manifest
 from auditor.snapshots.manifest import Entry, Manifest, check_entry_path
-from auditor.snapshots.store import Problem, SnapshotInfo, as_store, put_manifest
-from auditor.storage.base import BlobStore
+from auditor.storage.s3 import S3Store
 
 _THREADS = 16
 _CHUNK = 8 << 20
-_LOST_CODES = {"404", "NoSuchKey", "NoSuchVersion", "NotFound", "MethodNotAllowed", "405"}
 
 
 def split_s3(uri: str) -> tuple[str, str]:
@@ -49,40 +47,29 @@ def _local(uri: str) -> str:
     return uri[len("file://") :]
 
 
-def _s3_hash(client: Any, source: Mapping[str, str]) -> tuple[int, str] | str:
+def _gone(bucket: str, key: str, version: str | None) -> str:
+    where = f"s3://{bucket}/{key}" + (f" version {version}" if version else "")
+    return f"{where} is gone (deleted, or hidden by a delete marker)"
+
+
+def _buckets(sources: Sequence[Mapping[str, str]]) -> dict[str, S3Store]:
+    """One store per bucket the sources name, made before any thread reads through it."""
+    names = {split_s3(s["uri"])[0] for s in sources if s.get("uri", "").startswith("s3://")}
+    return {name: S3Store(name) for name in sorted(names)}
+
+
+def _s3_hash(stores: Mapping[str, S3Store], source: Mapping[str, str]) -> tuple[int, str] | str:
     bucket, key = split_s3(source["uri"])
     version = source.get("version_id")
-    try:
-        args = {"Bucket": bucket, "Key": key, **({"VersionId": version} if version else {})}
-        body = client.get_object(**args)["Body"]
-        hasher = blake3.blake3()
-        size = 0
-        for chunk in body.iter_chunks(_CHUNK):
-            hasher.update(chunk)
-            size += len(chunk)
-        return size, hasher.hexdigest()
-    except Exception as exc:
-        return _lost_or_raise(exc, bucket, key, version)
-
-
-def _lost_or_raise(exc: Exception, bucket: str, key: str, version: str | None) -> str:
-    from auditor.storage.s3 import error_code, translate
-
-    if not type(exc).__module__.startswith(("botocore", "boto3", "urllib3")):
-        raise exc
-    code = error_code(exc)
-    where = f"s3://{bucket}/{key}" + (f" version {version}" if version else "")
-    if code in _LOST_CODES:
-        return f"{where} is gone ({code})"
-    raise translate(exc, bucket, key, action="read") from exc
-
-
-def _client_if_needed(sources: Sequence[Mapping[str, str]]) -> Any:
-    if not any(s["uri"].startswith("s3://") for s in sources):
-        return None
-    from auditor.storage.s3 import s3_client
-
-    return s3_client()
+    chunks = stores[bucket].stream_version(key, version, chunk_size=_CHUNK)
+    if chunks is None:
+        return _gone(bucket, key, version)
+    hasher = blake3.blake3()
+    size = 0
+    for chunk in chunks:
+        hasher.update(chunk)
+        size += len(chunk)
+    return size, hasher.hexdigest()
 
 
 def hash_sources(sources: Sequence[Mapping[str, str]], progress: ProgressFn | None = None) -> list[tuple[int, str] | str]:
@@ -98,9 +85,9 @@ def hash_sources(sources: Sequence[Mapping[str, str]], progress: ProgressFn | No
     for i, measured in zip(present, hash_paths([_local(sources[i]["uri"]) for i in present], progress=progress), strict=True):
         results[i] = measured
     remote = [i for i, s in enumerate(sources) if s["uri"].startswith("s3://")]
-    client = _client_if_needed(sources)
+    stores = _buckets(sources)
     with ThreadPoolExecutor(_THREADS) as pool:
-        for done, (i, measured) in enumerate(zip(remote, pool.map(lambda i: _s3_hash(client, sources[i]), remote), strict=True), 1):
+        for done, (i, measured) in enumerate(zip(remote, pool.map(lambda i: _s3_hash(stores, sources[i]), remote), strict=True), 1):
             results[i] = measured
             if progress is not None and (done % 16 == 0 or done == len(remote)):
                 progress("hashing", done, len(remote))
@@ -112,7 +99,7 @@ def measure_sources(entries: Sequence[Entry], progress: ProgressFn | None = None
     return hash_sources([e.source or {} for e in entries], progress)
 
 
-def _fetch_one(client: Any, entry: Entry, target: Path) -> Problem | None:
+def _fetch_one(stores: Mapping[str, S3Store], entry: Entry, target: Path) -> Problem | None:
     source = entry.source or {}
     lost = None
     if source["uri"].startswith("file://"):
@@ -123,15 +110,17 @@ def _fetch_one(client: Any, entry: Entry, target: Path) -> Problem | None:
     else:
         bucket, key = split_s3(source["uri"])
         version = source.get("version_id")
-        try:
-            args = {"Bucket": bucket, "Key": key, **({"VersionId": version} if version else {})}
-            body = client.get_object(**args)["Body"]
-            with open(target, "xb") as out:
-                for chunk in body.iter_chunks(_CHUNK):
-                    out.write(chunk)
-        except Exception as exc:
-            target.unlink(missing_ok=True)
-            lost = _lost_or_raise(exc, bucket, key, version)
+        chunks = stores[bucket].stream_version(key, version, chunk_size=_CHUNK)
+        if chunks is None:
+            lost = _gone(bucket, key, version)
+        else:
+            try:
+                with open(target, "xb") as out:
+                    for chunk in chunks:
+                        out.write(chunk)
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
     return None if lost is None else Problem("lost", entry.path, expected=f"blake3:{entry.hash}", detail=lost)
 
 
@@ -139,10 +128,10 @@ def fetch_sources(entries: Sequence[Entry], dest_root: Path, progress: ProgressF
     """Copy or download each entry's source to ``dest_root/<path>`` (folders exist); lost ones are returned."""
     if not entries:
         return []
-    client = _client_if_needed([e.source or {} for e in entries])
+    stores = _buckets([e.source or {} for e in entries])
     problems: list[Problem] = []
     with ThreadPoolExecutor(_THREADS) as pool:
-        results = pool.map(lambda e: _fetch_one(client, e, dest_root / e.path), entries)
+        results = pool.map(lambda e: _fetch_one(stores, e, dest_root / e.path), entries)
         for done, problem in enumerate(results, 1):
             if problem is not None:
                 problems.append(problem)
@@ -151,48 +140,32 @@ def fetch_sources(entries: Sequence[Entry], dest_root: Path, progress: ProgressF
     return problems
 
 
-def _current_versions(client: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
-    from auditor.storage.s3 import translate
-
-    try:
-        status = client.get_bucket_versioning(Bucket=bucket).get("Status")
-        if status != "Enabled":
-            raise BadInput(
-                f"bucket {bucket!r} does not have versioning enabled (status: {status or 'never enabled'})",
-                hint="a reference is only immutable with object versions: enable versioning, or snapshot a copy",
-            )
-        pages = client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix)
-        return [v for page in pages for v in page.get("Versions", []) if v.get("IsLatest")]
-    except BadInput:
-        raise
-    except Exception as exc:
-        if not type(exc).__module__.startswith(("botocore", "boto3", "urllib3")):
-            raise
-        raise translate(exc, bucket, prefix or None, action="list versions under") from exc
-
-
-def create_reference_snapshot(uri: str, store: BlobStore | str | Path, *, progress: ProgressFn | None = None) -> SnapshotInfo:
+def create_reference_snapshot(uri: str, store: StoreLike, *, progress: ProgressFn | None = None) -> SnapshotInfo:
     """Pin every current object version under ``s3://bucket/prefix`` by version id and content hash.
 
     Nothing is copied: only the manifest is written to ``store``. Verification
     later re-reads each pinned version and reports it lost once it is deleted.
     """
-    from auditor.storage.s3 import s3_client
-
     bucket, prefix = split_s3(uri)
     prefix = prefix.strip("/")
     base = f"{prefix}/" if prefix else ""
-    client = s3_client()
-    versions = _current_versions(client, bucket, base)
+    origin_store = S3Store(bucket, prefix)
+    status = origin_store.versioning_status()
+    if status != "Enabled":
+        raise BadInput(
+            f"bucket {bucket!r} does not have versioning enabled (status: {status or 'never enabled'})",
+            hint="a reference is only immutable with object versions: enable versioning, or snapshot a copy",
+        )
+    versions = [v for v in origin_store.list_versions() if v.is_latest]
     if not versions:
         raise BadInput(f"no objects under s3://{bucket}/{base}", hint="check the bucket and prefix")
     entries: list[Entry] = []
     sources: list[dict[str, str]] = []
     pending: list[tuple[str, int]] = []
     for version in versions:
-        key = version["Key"]
-        rel = key[len(base) :]
-        if rel.endswith("/") and version.get("Size", 0) == 0:
+        rel = version.key
+        key = base + rel
+        if rel.endswith("/") and version.size == 0:
             if rel.strip("/"):
                 entries.append(Entry(path=check_entry_path(rel.rstrip("/")), type="dir"))
             continue
@@ -200,10 +173,10 @@ def create_reference_snapshot(uri: str, store: BlobStore | str | Path, *, progre
             check_entry_path(rel)
         except UnsafePath as exc:
             raise UnsafePath(f"s3://{bucket}/{key}: {exc}", hint="rename the object; its key cannot be a path") from None
-        if version.get("VersionId") in (None, "null"):
+        if version.version_id is None:
             raise BadInput(f"s3://{bucket}/{key} has no version id (written before versioning was enabled)")
-        sources.append({"uri": f"s3://{bucket}/{key}", "version_id": version["VersionId"]})
-        pending.append((rel, int(version.get("Size", 0))))
+        sources.append({"uri": f"s3://{bucket}/{key}", "version_id": version.version_id})
+        pending.append((rel, version.size))
     for (rel, listed), source, measured in zip(pending, sources, hash_sources(sources, progress), strict=True):
         if isinstance(measured, str) or measured[0] != listed:
             raise BadInput(f"{source['uri']} changed or vanished while it was pinned", hint="try again")

@@ -1,6 +1,6 @@
 """Snapshots on a blob store: create, load, verify and materialise. One layout for every backend.
 
-The layout (backends never see it; they store bytes under keys)::
+The layout (``layout.py``; backends never see it, they store bytes under keys)::
 
     objects/<hex[:2]>/<hex[2:]>   file contents keyed by BLAKE3, shared by every snapshot in the store
     manifests/<hex>.json          the canonical manifest whose BLAKE3 is <hex> (the id is "blake3:<hex>")
@@ -26,72 +26,28 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from auditor.errors import BadInput, MalformedRecord, NotFound, ObjectConflict, SnapshotCorrupt
+from auditor.errors import BadInput, MalformedRecord, NotFound, SnapshotCorrupt
 from auditor.snapshots.hashing import ProgressFn, hash_bytes, hash_file, hash_paths
-from auditor.snapshots.manifest import Entry, Manifest, build_manifest, check_snapshot_id, scan_directory
-from auditor.storage.base import BlobStore, open_store
+from auditor.snapshots.layout import (
+    MANIFESTS,
+    OBJECTS,
+    Problem,
+    SnapshotInfo,
+    StoreLike,
+    as_store,
+    manifest_key,
+    object_key,
+    put_manifest,
+)
+from auditor.snapshots.manifest import Entry, Manifest, build_manifest, scan_directory
+from auditor.snapshots.reference import fetch_sources, measure_sources
+from auditor.storage import BlobStore
 
-OBJECTS = "objects/"
-MANIFESTS = "manifests/"
 _IN_MEMORY_LIMIT = 32 << 20  # one file read whole while creating
 _REMOTE_READ_LIMIT = 8 << 20  # per thread while verifying a remote store; bigger objects go through a temp file
 _REMOTE_THREADS = 16
-
-StoreLike = BlobStore | str | Path
-
-
-def object_key(digest: str) -> str:
-    """The store key of the object whose BLAKE3 hex digest is ``digest``."""
-    return f"{OBJECTS}{digest[:2]}/{digest[2:]}"
-
-
-def manifest_key(snapshot_id: str) -> str:
-    """The store key of a snapshot's manifest."""
-    return f"{MANIFESTS}{check_snapshot_id(snapshot_id).split(':', 1)[1]}.json"
-
-
-def as_store(store: StoreLike) -> BlobStore:
-    """A ``BlobStore`` as given, or the one a URI or path names."""
-    return store if isinstance(store, BlobStore) else open_store(store)
-
-
-@dataclass(frozen=True)
-class SnapshotInfo:
-    """What ``create_snapshot`` made: its id, size, and how many objects the store had to take."""
-
-    id: str
-    files: int
-    bytes: int
-    new_objects: int
-    kind: str = "directory"
-    store: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One verification failure: ``kind`` is missing, extra, changed, truncated, lost or manifest."""
-
-    kind: str
-    path: str
-    expected: str | None = None
-    actual: str | None = None
-    detail: str = ""
-
-    def __str__(self) -> str:
-        text = f"{self.path}: {self.kind}"
-        if self.expected is not None or self.actual is not None:
-            text += f" (expected {self.expected or 'nothing'}, found {self.actual or 'nothing'})"
-        return f"{text}; {self.detail}" if self.detail else text
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _mismatch(entry: Entry, size: int, digest: str, where: str) -> Problem | None:
@@ -170,20 +126,6 @@ def _store_objects(root: Path, manifest: Manifest, store: BlobStore, progress: P
     return new
 
 
-def put_manifest(manifest: Manifest, store: StoreLike) -> str:
-    """Store ``manifest`` (conditional create) and return its id; its objects must be stored already."""
-    blob = as_store(store)
-    data = manifest.to_bytes()
-    snapshot_id = manifest.id
-    key = manifest_key(snapshot_id)
-    if not blob.write(key, data) and blob.read(key) != data:
-        raise ObjectConflict(
-            f"{key} in {blob.uri} already exists with other bytes",
-            hint=f"run `repro-audit snapshot verify {snapshot_id}`: the stored manifest was altered",
-        )
-    return snapshot_id
-
-
 def create_snapshot(src_dir: str | Path, store: StoreLike, *, progress: ProgressFn | None = None) -> SnapshotInfo:
     """Snapshot the directory ``src_dir`` into ``store``; only objects the store lacks are written."""
     blob = as_store(store)
@@ -248,11 +190,9 @@ def _measure_objects(digests: Sequence[str], store: BlobStore, sizes: dict[str, 
 
 
 def _check_store(manifest: Manifest, store: BlobStore, progress: ProgressFn | None) -> list[Problem]:
-    from auditor.snapshots import reference
-
     problems: list[Problem] = []
     referenced = [e for e in manifest.files if e.source is not None]
-    for entry, result in zip(referenced, reference.measure_sources(referenced, progress), strict=True):
+    for entry, result in zip(referenced, measure_sources(referenced, progress), strict=True):
         if isinstance(result, str):
             problems.append(Problem("lost", entry.path, expected=f"blake3:{entry.hash}", detail=result))
         else:
@@ -389,8 +329,6 @@ def materialize(
     or the recorded sources. Every file is hashed in place before the tree,
     built in a hidden folder beside ``dest``, is renamed into place.
     """
-    from auditor.snapshots import reference
-
     blob = as_store(store)
     manifest = load_manifest(snapshot_id, blob)  # validates every path and link before anything is written
     target = Path(dest)
@@ -404,7 +342,7 @@ def materialize(
         files = manifest.files
         stored = [e for e in files if e.source is None]
         problems = _place_stored(stored, blob, tmp, link, progress)
-        problems += reference.fetch_sources([e for e in files if e.source is not None], tmp, progress)
+        problems += fetch_sources([e for e in files if e.source is not None], tmp, progress)
         absent = {p.path for p in problems}
         present = [e for e in files if e.path not in absent]
         hashed = hash_paths([tmp / e.path for e in present], progress=progress, stage="verifying")
@@ -429,6 +367,8 @@ def materialize(
 
 
 __all__ = [
+    "MANIFESTS",
+    "OBJECTS",
     "Problem",
     "SnapshotInfo",
     "as_store",

@@ -9,16 +9,16 @@ script is not edited by accident (root ignores the bit; verification re-hashes).
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 from urllib.parse import unquote, urlparse
 
-from auditor.errors import BadInput, InfrastructureError, NotFound, ObjectConflict, UnsafePath
-from auditor.storage.base import BlobStore, check_key
+from auditor.errors import BadInput, NotFound, ObjectConflict, UnsafePath
+from auditor.storage.base import BlobStore
 
 _TMP = ".tmp"
 
@@ -40,24 +40,18 @@ class LocalStore(BlobStore):
         return cls(Path(unquote(parsed.path)))
 
     def _path(self, key: str) -> Path:
-        check_key(key)
+        """The file of a checked key; the staging folder is not a key."""
         if key.split("/", 1)[0] == _TMP:
             raise UnsafePath(f"store key {key!r} uses the reserved {_TMP!r} folder of a local store")
         return self.root / key
 
-    def _staging(self) -> Path:
-        staging = self.root / _TMP
-        try:
-            staging.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InfrastructureError(f"cannot create the store folder {staging}: {exc.strerror}") from exc
-        return staging
-
-    def write(self, key: str, data: bytes | Path, *, overwrite: bool = False) -> bool:
+    def _write(self, key: str, data: bytes | Path, overwrite: bool) -> bool:
         final = self._path(key)
         if not overwrite and final.exists():
             return False
-        fd, tmp_name = tempfile.mkstemp(dir=self._staging(), prefix="w-")
+        staging = self.root / _TMP
+        staging.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=staging, prefix="w-")
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -76,62 +70,39 @@ class LocalStore(BlobStore):
             except FileExistsError:
                 return False
             return True
-        except FileNotFoundError as exc:
-            if isinstance(data, Path) and not data.exists():
-                raise NotFound(f"cannot store {key!r}: the source file {data} does not exist") from exc
-            raise InfrastructureError(f"cannot write {final}: {exc}") from exc
         except NotADirectoryError as exc:
             raise ObjectConflict(f"cannot write {key!r} in {self.root}: a parent of it is an object") from exc
-        except OSError as exc:
-            raise InfrastructureError(f"cannot write {final}: {exc.strerror or exc}") from exc
         finally:
             tmp.unlink(missing_ok=True)
 
-    def read(self, key: str) -> bytes:
-        path = self._path(key)
+    def _read(self, key: str) -> bytes:
         try:
-            return path.read_bytes()
+            return self._path(key).read_bytes()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(f"no object {key!r} in {self.root}") from None
-        except OSError as exc:
-            raise InfrastructureError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
-    def download(self, key: str, dest: Path) -> None:
-        path = self._path(key)
+    def _download(self, key: str, out: IO[bytes]) -> None:
         try:
-            with open(path, "rb") as src, open(dest, "xb") as out:
-                shutil.copyfileobj(src, out, 8 << 20)
-        except FileExistsError:
-            raise BadInput(f"cannot download {key!r} to {dest}: the file exists", hint="choose a new path") from None
+            src = open(self._path(key), "rb")
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            if not path.is_file():
-                raise NotFound(f"no object {key!r} in {self.root}") from None
-            raise InfrastructureError(f"cannot create {dest}: its folder does not exist") from None
-        except OSError as exc:
-            raise InfrastructureError(f"cannot copy {path} to {dest}: {exc.strerror or exc}") from exc
+            raise NotFound(f"no object {key!r} in {self.root}") from None
+        with src:
+            shutil.copyfileobj(src, out, 8 << 20)
 
-    def exists(self, key: str) -> bool:
+    def _exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def list(self, prefix: str = "") -> Iterator[str]:
+    def _list(self, prefix: str) -> Iterable[str]:
         # Walk only the folder the prefix pins down, not the whole store.
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self.root / base if base else self.root
-        found: list[str] = []
-        try:
-            for folder, dirs, files in os.walk(start):
-                rel = Path(folder).relative_to(self.root).as_posix()
-                if rel == ".":
-                    rel = ""
-                    dirs[:] = [d for d in dirs if d != _TMP]
-                for name in files:
-                    key = f"{rel}/{name}" if rel else name
-                    if key.startswith(prefix):
-                        found.append(key)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                raise InfrastructureError(f"cannot list {start}: {exc.strerror or exc}") from exc
-        yield from sorted(found)
+        for folder, dirs, files in os.walk(start):
+            rel = Path(folder).relative_to(self.root).as_posix()
+            if rel == ".":
+                rel = ""
+                dirs[:] = [d for d in dirs if d != _TMP]
+            for name in files:
+                yield f"{rel}/{name}" if rel else name
 
-    def local_path(self, key: str) -> Path | None:
+    def _local_path(self, key: str) -> Path | None:
         return self._path(key)

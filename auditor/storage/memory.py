@@ -8,12 +8,13 @@ bucket).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlparse
 
-from auditor.errors import BadInput, NotFound
-from auditor.storage.base import BlobStore, check_key
+from auditor.errors import NotFound
+from auditor.storage.base import BlobStore
 
 _SHARED: dict[str, dict[str, bytes]] = {}
 _SHARED_LOCK = threading.Lock()
@@ -34,8 +35,7 @@ class MemoryStore(BlobStore):
         name = (parsed.netloc + parsed.path).strip("/") or "default"
         return cls(name)
 
-    def write(self, key: str, data: bytes | Path, *, overwrite: bool = False) -> bool:
-        check_key(key)
+    def _write(self, key: str, data: bytes | Path, overwrite: bool) -> bool:
         payload = Path(data).read_bytes() if isinstance(data, Path) else bytes(data)
         with _SHARED_LOCK:
             if not overwrite and key in self._objects:
@@ -43,28 +43,21 @@ class MemoryStore(BlobStore):
             self._objects[key] = payload
         return True
 
-    def read(self, key: str) -> bytes:
-        check_key(key)
+    def _read(self, key: str) -> bytes:
         try:
             return self._objects[key]
         except KeyError:
             raise NotFound(f"no object {key!r} in {self.uri}") from None
 
-    def download(self, key: str, dest: Path) -> None:
-        data = self.read(key)
-        try:
-            with open(dest, "xb") as out:
-                out.write(data)
-        except FileExistsError:
-            raise BadInput(f"cannot download {key!r} to {dest}: the file exists", hint="choose a new path") from None
+    def _download(self, key: str, out: IO[bytes]) -> None:
+        out.write(self._read(key))
 
-    def exists(self, key: str) -> bool:
-        return check_key(key) in self._objects
+    def _exists(self, key: str) -> bool:
+        return key in self._objects
 
-    def list(self, prefix: str = "") -> Iterator[str]:
+    def _list(self, prefix: str) -> Iterable[str]:
         with _SHARED_LOCK:
-            keys = sorted(k for k in self._objects if k.startswith(prefix))
-        yield from keys
+            return [k for k in self._objects if k.startswith(prefix)]
 
     @staticmethod
     def forget(name: str) -> None:
