@@ -19,7 +19,7 @@ import abc
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from auditor.errors import BadInput, InfrastructureError, NotFound, ReproError, UnsafePath
 
@@ -156,13 +156,3 @@ class BlobStore(abc.ABC):
                 raise
             raise wrapped from exc
 
-
-def __getattr__(name: str) -> Any:
-    # TODO(issue 12): a compatibility shim for auditor/report/publish.py, which still imports
-    # open_store from here. Once it imports ``from auditor.storage import open_store``, delete this
-    # function: it is the only import from base back up to the registry (base <-> schemes).
-    if name in ("open_store", "register_scheme"):
-        from auditor.storage import schemes
-
-        return getattr(schemes, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
