@@ -26,7 +26,7 @@ from auditor.report.index import write_index
 from auditor.report.lock import require_object_lock
 from auditor.report.render import render_report_bytes
 from auditor.settings import Settings, get_settings
-from auditor.storage.base import BlobStore, open_store
+from auditor.storage import BlobStore, open_store
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,7 @@ def graph():
 
 
 def test_no_module_of_storage_or_snapshots_imports_one_that_imports_it_back():
-    import auditor.storage.base as base
-
-    graph = grimp.build_graph("auditor", cache_dir=None)  # its own: the edge below is removed from it
-
-    if hasattr(base, "__getattr__"):
-        # TODO(issue 12): the base.open_store shim for auditor/report/publish.py; once that file imports
-        # open_store from auditor.storage, the shim and these lines go.
-        graph.remove_import(importer="auditor.storage.base", imported="auditor.storage.schemes")
+    graph = grimp.build_graph("auditor", cache_dir=None)
     modules = sorted(m for m in graph.modules if m.startswith(("auditor.storage", "auditor.snapshots")))
     downstream = {m: graph.find_downstream_modules(m) for m in modules}
     circles = [(a, b) for a, b in itertools.combinations(modules, 2) if b in downstream[a] and a in downstream[b]]
