@@ -7,25 +7,34 @@ Tiers, weakest to strongest:
   be recovered, and (when the pipeline re-evaluated them) the registered weights reproduce the
   registered metrics to within float resolution.
 - ``statistical``: every banded metric of the rebuild lies inside its band (edges pass; NaN, ±inf,
-  missing or non-numeric values never do). Metrics without a band are reported, not judged.
+  missing or non-numeric values never do), and, when the weights are not bit-identical, their
+  distance to the registered weights lies within the measured same-seed floor
+  (``auditor.judge.floors``). Metrics without a band are reported, not judged.
 - ``bitwise``: the rebuilt weights equal the registered ones, compared by integer view.
 
 The overall verdict, first rule that applies:
 
 1. ``NOT_REPRODUCIBLE`` when lineage or artifact recovery fails, or an input proved unrecoverable
-   (``unrecoverable``: commit gone, snapshot corrupt, outputs missing after a clean exit): retrying
-   cannot change those, so they win over an infrastructure error. Which exception means which is
-   decided once, by ``auditor.errors.verdict_failure``.
+   (``unrecoverable``: commit gone, snapshot corrupt, outputs missing after a clean exit, a crash
+   re-evaluating the registered weights, a crash that repeats identically): retrying cannot change
+   those, so they win over an infrastructure error. Which exception means which is decided once, by
+   ``auditor.errors.verdict_failure``.
 2. ``ERROR`` when the audit could not produce evidence (``error``): the engine, network or registry
-   failed, or the recorded entrypoint crashed or timed out mid-rebuild. The pipeline counts a crash
-   here because it cannot tell a flaky machine from a broken recipe; the log tail goes in the report.
-3. ``OUT_OF_TOLERANCE`` when the statistical tier fails: a failed tier is never hidden by a stronger
-   one that passed (bit-identical weights with a NaN metric are not "reproduced").
-4. ``REPRODUCED_BITWISE`` when the bitwise tier passes.
-5. ``REPRODUCED_WITHIN_TOLERANCE`` when the statistical tier passes.
-6. ``OUT_OF_TOLERANCE`` when the weights differ and no band says by how much they may: with nothing
-   declared or calibrated, the tolerance is zero.
-7. ``NOT_REPRODUCIBLE`` when there was nothing to judge the rebuild by (no weights and no band).
+   failed, or the recorded entrypoint crashed or timed out once mid-rebuild.
+3. ``OUT_OF_TOLERANCE`` when the rebuilt weights are another model: a different set of tensors, or
+   a tensor of another shape or dtype. Never reproduced, whatever the metrics say.
+4. ``OUT_OF_TOLERANCE`` when the statistical tier fails. Weights that are not bit-identical fail it:
+   - when same-seed calibration was bit-identical on a matching platform: the recipe is
+     deterministic here, so any difference means an input the record does not pin;
+   - when they lie farther from the registered weights than the same-seed floor allows;
+   - when no same-seed floor was measured at all (nothing says how far they may differ).
+   On a platform other than the calibration's, the weights are not held to the floor: the metric
+   bands alone judge, and the tier says so with a warning. A failed tier is never hidden by a
+   stronger one that passed (bit-identical weights with a NaN metric are not "reproduced").
+5. ``REPRODUCED_BITWISE`` when the bitwise tier passes.
+6. ``REPRODUCED_WITHIN_TOLERANCE`` when the statistical tier passes.
+7. ``OUT_OF_TOLERANCE`` when the weights differ and nothing passed: the tolerance is zero.
+8. ``NOT_REPRODUCIBLE`` when there was nothing to judge the rebuild by (no weights and no band).
 
 A tier with no data is ``skipped`` (artifact recovery not checked, no band, no rebuilt weights) and
 never fails the verdict on its own. Pure: no I/O.
@@ -39,6 +48,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditor.judge.calibrate import resolution
+from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
 from auditor.judge.tolerance import as_number, check_metric
 from auditor.lineage.findings import Finding
@@ -117,24 +127,51 @@ def _recovery(check: RecoveryCheck | None) -> TierResult:
     return TierResult(name="artifact_recovery", status="pass", summary=summary, details=notes)
 
 
-def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None) -> TierResult:
+def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platform: dict | None) -> tuple[bool | None, str, list[str]]:
+    """Whether weights that are not bit-identical are still a reproduction: (ok or None, why, warnings).
+
+    None means the weights are not judged here: bit-identical, another model (rule 3), no weights, or
+    a platform other than the calibration's (the bands alone judge, with a warning).
+    """
+    if diff is None or diff.identical or structure_problems(diff):
+        return None, "", []
+    if floor is None:
+        return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
+    differences = platform_differences(floor.platform, platform or {})
+    if differences:
+        warning = (f"this rebuild ran on another platform than the calibration ({'; '.join(differences)}): "
+                   "the weights are not held to the same-seed floor, the metric bands alone judge")
+        return None, "", [warning]
+    if floor.bit_identical:
+        return False, (f"the recipe is bit-identical on this platform ({floor.n} same-seed reruns gave one weights hash), "
+                       "so a rebuild that differs means an input the record does not pin"), []
+    return (*check_floor(diff, floor), [])
+
+
+def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None,
+                 weights: tuple[bool | None, str, list[str]] = (None, "", [])) -> TierResult:
     if unrecoverable is not None:
         return TierResult(name="statistical", status="fail", summary=f"cannot be rebuilt: {unrecoverable}")
     if error is not None:
         return TierResult(name="statistical", status="error", summary=f"not judged: {error}")
+    weights_ok, weights_why, warnings = weights
     judged = [m for m in results if m.band is not None]
     unbanded = [f"{m.name}: {m.reason or 'no band'}" for m in results if m.band is None]
-    if not judged:
+    failed = [m for m in judged if m.inside is not True]
+    details = (
+        [f"warning: {w}" for w in warnings]
+        + ([f"weights: {weights_why}"] if weights_why else [])
+        + [f"{m.name}: {m.reason}" for m in failed] + [f"{m.name}: {m.reason}" for m in judged if m.inside] + unbanded
+    )
+    if weights_ok is False:
+        return TierResult(name="statistical", status="fail", summary=weights_why, details=details)
+    if not judged:  # weights within the floor alone are not enough: no metric was shown to reproduce
         return TierResult(
             name="statistical",
             status="skipped",
             summary="no metric has a band: declare one or run `repro-audit calibrate`",
-            details=unbanded,
+            details=details,
         )
-    failed = [m for m in judged if m.inside is not True]
-    details = (
-        [f"{m.name}: {m.reason}" for m in failed] + [f"{m.name}: {m.reason}" for m in judged if m.inside] + unbanded
-    )
     if failed:
         names = ", ".join(m.name for m in failed)
         return TierResult(
@@ -143,9 +180,12 @@ def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, err
             summary=f"{len(failed)} of {len(judged)} banded metric(s) outside: {names}",
             details=details,
         )
-    return TierResult(
-        name="statistical", status="pass", summary=f"all {len(judged)} banded metric(s) inside", details=details
-    )
+    parts = [f"all {len(judged)} banded metric(s) inside"] if judged else []
+    if weights_ok:
+        parts.append("weights within the same-seed floor")
+    if warnings:
+        parts.append("judged by the bands alone (another platform)")
+    return TierResult(name="statistical", status="pass", summary="; ".join(parts), details=details)
 
 
 def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | None) -> TierResult:
@@ -177,16 +217,20 @@ def judge(
     weight_diff: WeightDiff | None,
     error: str | None = None,
     unrecoverable: str | None = None,
+    floor: SameSeedFloor | None = None,
+    platform: dict | None = None,
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
     ``error`` is a failure that produced no evidence (retryable); ``unrecoverable`` is a recorded input
-    that cannot be recovered or a recipe that left no outputs, which no retry fixes.
+    that cannot be recovered or a recipe that left no outputs, which no retry fixes. ``floor`` is the
+    version's same-seed calibration, ``platform`` the rebuild's fingerprint (``floors.platform_fingerprint``).
     """
+    structure = structure_problems(weight_diff) if weight_diff is not None else []
     tiers = {
         "lineage": _lineage(findings),
         "artifact_recovery": _recovery(recovery),
-        "statistical": _statistical(metric_results, unrecoverable, error),
+        "statistical": _statistical(metric_results, unrecoverable, error, _weights_check(weight_diff, floor, platform)),
         "bitwise": _bitwise(weight_diff, unrecoverable, error),
     }
     status = {name: tier.status for name, tier in tiers.items()}
@@ -194,6 +238,11 @@ def judge(
         verdict = Verdict.NOT_REPRODUCIBLE
     elif error is not None:
         verdict = Verdict.ERROR
+    elif structure:
+        verdict = Verdict.OUT_OF_TOLERANCE
+        tiers["statistical"] = tiers["statistical"].model_copy(update={
+            "status": "fail", "summary": "the rebuild is another model: " + "; ".join(structure[:3]),
+            "details": structure + tiers["statistical"].details})
     elif status["statistical"] == "fail":
         verdict = Verdict.OUT_OF_TOLERANCE
     elif status["bitwise"] == "pass":

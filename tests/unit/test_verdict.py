@@ -17,6 +17,7 @@ from auditor.errors import MalformedRecord
 from auditor.judge.result import Band, MetricResult, TensorDiff, Verdict, WeightDiff
 from auditor.judge.tolerance import bands_from_json, check_metrics
 from auditor.judge.verdict import RecoveryCheck, judge
+from auditor.judge.floors import FloorRun, SameSeedFloor
 from auditor.lineage.findings import Finding
 
 LOW, HIGH = 0.90, 0.92
@@ -29,6 +30,12 @@ DIFFERENT = WeightDiff(
     identical=False, tensors=3, differing=1, max_abs=1e-4, rel_l2=1e-6,
     worst=[TensorDiff(name="fc.weight", max_abs=1e-4, rel_l2=1e-6, cosine=0.999999)],
 )  # fmt: skip
+
+# The same-seed floor these cases are judged under: noisy execution (not bit-identical) on the platform
+# the rebuild ran on, with DIFFERENT well within it, so the table is about the metric bands alone.
+PLATFORM = {"machine": "x86_64", "cpu_model": "test cpu", "torch": "2.13.0", "threads": {"torch_intra_op": 2}}
+FLOOR = SameSeedFloor(runs=[FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="b")],
+                      bit_identical=False, max_abs=1e-4, rel_l2=1e-6, platform=PLATFORM)
 
 # Bands that slipped past validation (built in code with model_construct): they must never let a value pass.
 NAN_EDGE = Band.model_construct(**{**BAND.model_dump(), "lower": math.nan})
@@ -78,7 +85,8 @@ def _recovered() -> RecoveryCheck:
 @pytest.mark.parametrize(("case", "value", "band", "weights", "expected"), TABLE, ids=[row[0] for row in TABLE])
 def test_each_case_of_the_table_gets_its_verdict(case, value, band, weights, expected):
     verdict, tiers = judge(
-        findings=[], recovery=_recovered(), metric_results=_metric_results(value, band), weight_diff=weights
+        findings=[], recovery=_recovered(), metric_results=_metric_results(value, band), weight_diff=weights,
+        floor=FLOOR, platform=PLATFORM,
     )
     assert verdict is expected, f"{case}: {tiers['statistical']}"
     assert list(tiers) == ["lineage", "artifact_recovery", "statistical", "bitwise"]
@@ -91,7 +99,8 @@ def test_each_case_of_the_table_gets_its_verdict(case, value, band, weights, exp
     ids=[row[0] for row in TABLE if row[2] is not NO_BAND],
 )
 def test_the_statistical_tier_fails_exactly_when_the_metric_is_not_inside(case, value, band, weights, expected):
-    _, tiers = judge(findings=[], recovery=None, metric_results=_metric_results(value, band), weight_diff=weights)
+    _, tiers = judge(findings=[], recovery=None, metric_results=_metric_results(value, band), weight_diff=weights,
+                     floor=FLOOR, platform=PLATFORM)
     passes = expected is not OUT
     assert tiers["statistical"].status == ("pass" if passes else "fail")
     if not passes:
@@ -99,7 +108,8 @@ def test_the_statistical_tier_fails_exactly_when_the_metric_is_not_inside(case, 
 
 
 def test_a_missing_band_is_reported_as_not_judged_and_the_tier_says_how_to_get_one():
-    _, tiers = judge(findings=[], recovery=None, metric_results=_metric_results(0.91, NO_BAND), weight_diff=DIFFERENT)
+    _, tiers = judge(findings=[], recovery=None, metric_results=_metric_results(0.91, NO_BAND), weight_diff=DIFFERENT,
+                     floor=FLOOR, platform=PLATFORM)
     assert tiers["statistical"].status == "skipped"
     assert "calibrate" in tiers["statistical"].summary
     assert tiers["bitwise"].status == "fail"
