@@ -18,7 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor.contract import ENV_TORCH_THREADS
 from auditor.errors import InfrastructureError
+from auditor.tags import TAG_TIER
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = REPO_ROOT / "examples" / "reference_model"
@@ -98,7 +100,7 @@ def base_env(root: Path) -> dict[str, str]:
         "REPRO_NIGHTLY_MAX_MODELS": "20",
         "REPRO_NIGHTLY_BUDGET_HOURS": "100",
         "PYTHONHASHSEED": "0",
-        "REPRO_TORCH_THREADS": "2",
+        ENV_TORCH_THREADS: "2",
     }
 
 
@@ -202,7 +204,7 @@ def seed(
         if variant.alias:
             client.set_registered_model_alias(MODEL, variant.alias, version)
         if variant.tier is not None:
-            client.set_model_version_tag(MODEL, version, "repro.tier", str(variant.tier))
+            client.set_model_version_tag(MODEL, version, TAG_TIER, str(variant.tier))
         seeded.versions[variant.key] = f"models:/{MODEL}/{version}"
     return seeded
 

@@ -25,6 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from auditor.errors import BadInput
+from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_TIER
 
 PRODUCTION_ALIASES = frozenset({"production", "prod", "champion", "live", "serving"})
 DEFAULT_COST_HOURS = 0.25
@@ -58,10 +59,10 @@ class Candidate:
             name=name,
             version=str(version),
             aliases=tuple(aliases),
-            tier=number("repro.tier", int, None),
-            last_audit_date=tags.get("repro.audit.date"),
-            previous_audit_date=tags.get("repro.audit.previous_date"),
-            cost_hours=max(0.0, number("repro.cost_hours", float, DEFAULT_COST_HOURS)),
+            tier=number(TAG_TIER, int, None),
+            last_audit_date=tags.get(TAG_AUDIT_DATE),
+            previous_audit_date=tags.get(TAG_AUDIT_PREVIOUS_DATE),
+            cost_hours=max(0.0, number(TAG_COST_HOURS, float, DEFAULT_COST_HOURS)),
         )
 
 

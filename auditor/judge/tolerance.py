@@ -32,10 +32,12 @@ from typing import Any
 from auditor.canonical import canonical_json
 from auditor.errors import MalformedRecord
 from auditor.judge.result import Band, MetricResult
+from auditor.tags import RECORD_DIR, TAG_BANDS
 
 BANDS_SCHEMA = "repro.bands/1"
-BANDS_TAG = "repro.bands"
-BANDS_ARTIFACT = "repro/bands.json"
+BANDS_TAG = TAG_BANDS
+# TODO(issue 12): auditor.tags has no BANDS_ARTIFACT yet; built on its RECORD_DIR until it does
+BANDS_ARTIFACT = f"{RECORD_DIR}/bands.json"
 
 _DIRECTIONS = ("higher", "lower", "none")
 _PROVENANCES = ("declared", "calibrated")

@@ -6,8 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from auditor.contract import DIFF_FILE, RECORD_FILE
 from auditor.errors import MalformedRecord, NotFound
-from auditor.lineage.record import DIFF_FILE, RECORD_FILE, RunRecord
+from auditor.lineage.record import RunRecord
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

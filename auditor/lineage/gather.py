@@ -26,9 +26,9 @@ from typing import Any
 import yaml
 
 from auditor.canonical import digest, flatten
+from auditor.contract import DIFF_FILE, ENV_CONFIG_PREFIX, ENV_TORCH_THREADS, THREAD_VARS
 from auditor.errors import BadInput
 from auditor.lineage.record import (
-    DIFF_FILE,
     CodeInfo,
     ConfigInfo,
     DataRef,
@@ -64,10 +64,9 @@ ENV_ALLOWLIST = (
     "REPRO_IMAGE",
     "REPRO_IMAGE_DIGEST",
     "REPRO_INSTANCE_TYPE",
-    "REPRO_TORCH_THREADS",
+    ENV_TORCH_THREADS,
 )
 LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock", "pdm.lock", "conda-lock.yml", "requirements.lock", "requirements.txt")
-ENV_CONFIG_PREFIX = "REPRO_CFG__"
 MAX_BINARY_IN_DIFF = 1 << 20  # untracked binaries above this are listed by hash only
 
 
@@ -336,7 +335,7 @@ def _nvidia_driver() -> str | None:
 
 def _threads(env: Mapping[str, str]) -> dict[str, Any]:
     threads: dict[str, Any] = {"cpu_count": os.cpu_count()}
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "REPRO_TORCH_THREADS"):
+    for name in THREAD_VARS:
         threads[name] = env.get(name)
     if "torch" in sys.modules:  # only read it when training already imported torch
         threads["torch_intra_op"] = sys.modules["torch"].get_num_threads()

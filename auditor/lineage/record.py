@@ -23,8 +23,6 @@ from auditor.canonical import canonical_json, digest, pretty_json
 from auditor.errors import MalformedRecord
 
 SCHEMA_VERSION = "1"
-RECORD_FILE = "run_record.json"
-DIFF_FILE = "diff.patch"
 
 
 class _Model(BaseModel):

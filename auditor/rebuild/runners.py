@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from auditor import contract
+from auditor.contract import LOG_FILE
 from auditor.errors import BadInput, RebuildFailed
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
 
-LOG_FILE = "rebuild.log"
 TAIL_CHARS = 8000
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # Only these parent variables reach a rebuild: a training script never sees the
@@ -131,24 +132,12 @@ class Runner(Protocol):
     def run(self, spec: RunSpec) -> RunOutcome: ...
 
 
-def data_env_name(name: str) -> str:
-    """``REPRO_DATA_<NAME>``: upper-cased, every non-alphanumeric character as ``_``."""
-    return "REPRO_DATA_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-
-
 def contract_env(*, output_dir: str, data: Mapping[str, str], config_file: str | None) -> dict[str, str]:
-    """The path variables of the entry-point contract, as the script will see them."""
-    env = {"REPRO_REBUILD": "1", "REPRO_OUTPUT_DIR": output_dir}
-    seen: dict[str, str] = {}
-    for name, path in data.items():
-        key = data_env_name(name)
-        if key in seen:
-            raise BadInput(f"data refs {seen[key]!r} and {name!r} both map to {key}", hint="rename one of them")
-        seen[key] = name
-        env[key] = path
-    if config_file is not None:
-        env["REPRO_CONFIG"] = config_file
-    return env
+    """The path variables of the entry-point contract, as the script will see them (:func:`auditor.contract.path_env`)."""
+    try:
+        return contract.path_env(output_dir=output_dir, data=data, config_file=config_file)
+    except ValueError as exc:
+        raise BadInput(str(exc), hint="rename one of them") from None
 
 
 def accelerator_seconds(spec: RunSpec, wall_s: float) -> float | None:

@@ -19,25 +19,26 @@ from pathlib import Path
 from auditor.canonical import sha256_hex
 from auditor.errors import BadInput, MalformedRecord, NotFound
 from auditor.lineage.findings import Finding
-from auditor.lineage.record import DIFF_FILE, RECORD_FILE, RunRecord
+from auditor.lineage.record import RunRecord
 from auditor.registry.refs import ModelRef, parse_ref
 
-#: where the SDK stores the record and the diff among a run's artifacts
-RECORD_DIR = "repro"
-RECORD_ARTIFACT = f"{RECORD_DIR}/{RECORD_FILE}"
-DIFF_ARTIFACT = f"{RECORD_DIR}/{DIFF_FILE}"
-#: where the SDK stores the weights among a run's artifacts
-WEIGHTS_ARTIFACT = "model/model.safetensors"
-
-# Tag names, shared by the SDK (writer) and the readers.
-TAG_RECORD_DIGEST = "repro.record_digest"
-TAG_WEIGHTS_SHA256 = "repro.weights_sha256"
-TAG_TRAIN_SECONDS = "repro.train_seconds"
-TAG_TIER = "repro.tier"
-TAG_BANDS = "repro.bands"
-TAG_VERDICT = "repro.audit.verdict"
-TAG_AUDIT_AT = "repro.audit.at"
-TAG_REPORT = "repro.audit.report"
+# Every tag and artifact name lives in auditor.tags; the ``X as X`` ones are re-exported for
+# the modules that import them from here.
+from auditor.tags import DIFF_ARTIFACT as DIFF_ARTIFACT
+from auditor.tags import (
+    RECORD_ARTIFACT,
+    TAG_AUDIT_AT,
+    TAG_BANDS,
+    TAG_RECORD_DIGEST,
+    TAG_REPORT,
+    TAG_TIER,
+    TAG_TRAIN_SECONDS,
+    TAG_VERDICT,
+    diff_artifact,
+)
+from auditor.tags import RECORD_DIR as RECORD_DIR
+from auditor.tags import TAG_WEIGHTS_SHA256 as TAG_WEIGHTS_SHA256
+from auditor.tags import WEIGHTS_ARTIFACT as WEIGHTS_ARTIFACT
 
 #: MLflow's limits on a model-version tag
 MAX_VERSION_TAG_KEY = 250
@@ -206,7 +207,7 @@ class Registry(abc.ABC):
         code = record.code
         if code is None or not code.diff_file:
             return None
-        artifact = f"{RECORD_DIR}/{code.diff_file}"
+        artifact = diff_artifact(code.diff_file)
         if "/" in code.diff_file or code.diff_file in {".", ".."}:
             raise MalformedRecord(f"{where}: code.diff_file {code.diff_file!r} is not a plain file name")
         raw = self._read_run_file(run_id, artifact)
@@ -271,29 +272,3 @@ def _with_tags(info: ModelVersionInfo, tags: Mapping[str, str]) -> ModelVersionI
     from dataclasses import replace
 
     return replace(info, tags={**info.tags, **tags})
-
-
-def registry_scheme(uri: str) -> str:
-    """``memory`` for ``memory://NAME``, else ``mlflow`` (any tracking URI MLflow understands)."""
-    return "memory" if uri.startswith("memory://") else "mlflow"
-
-
-def open_registry(tracking_uri: str | None = None, registry_uri: str | None = None) -> Registry:
-    """The registry a URI names: ``memory://NAME`` for the in-memory twin, anything else through MLflow.
-
-    With no URI, the settings' tracking and registry URIs (``MLFLOW_TRACKING_URI``,
-    ``MLFLOW_REGISTRY_URI``) apply.
-    """
-    if tracking_uri is None:
-        from auditor.settings import Settings
-
-        settings = Settings.from_env()
-        tracking_uri = settings.tracking_uri
-        registry_uri = registry_uri or settings.registry_uri
-    if registry_scheme(tracking_uri) == "memory":
-        from auditor.registry.memory import MemoryRegistry
-
-        return MemoryRegistry.named(tracking_uri)
-    from auditor.registry.mlflow import MlflowRegistry
-
-    return MlflowRegistry(tracking_uri, registry_uri=registry_uri)

@@ -19,15 +19,9 @@ from pathlib import Path
 
 from auditor.errors import BadInput, NotFound
 from auditor.lineage.record import RunRecord
-from auditor.registry.base import (
-    DIFF_ARTIFACT,
-    RECORD_ARTIFACT,
-    TAG_RECORD_DIGEST,
-    TAG_WEIGHTS_SHA256,
-    WEIGHTS_ARTIFACT,
-    ModelVersionInfo,
-    Registry,
-)
+from auditor.registry.base import ModelVersionInfo, Registry
+from auditor.registry.layout import run_layout
+from auditor.tags import TAG_RECORD_DIGEST, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
 
 _INSTANCES: dict[str, MemoryRegistry] = {}
 _INSTANCES_LOCK = threading.Lock()
@@ -106,7 +100,7 @@ class MemoryRegistry(Registry):
                 name=name,
                 version=number,
                 run_id=run_id,
-                source=source or (f"runs:/{run_id}/model" if run_id else None),
+                source=source or (f"runs:/{run_id}/{WEIGHTS_DIR}" if run_id else None),
                 creation_ts=int(time.time() * 1000),
                 tags=dict(tags or {}),
             )
@@ -133,21 +127,16 @@ class MemoryRegistry(Registry):
 
         ``record=None`` makes a version whose run holds no record (as plain MLflow would).
         """
-        artifacts: dict[str, bytes] = {}
         version_tags = dict(tags or {})
         run_tags: dict[str, str] = {}
         if record is not None:
-            artifacts[RECORD_ARTIFACT] = record.to_json().encode("utf-8")
             version_tags.setdefault(TAG_RECORD_DIGEST, record.digest())
             run_tags[TAG_RECORD_DIGEST] = record.digest()
-        if diff is not None:
-            artifacts[DIFF_ARTIFACT] = diff.encode("utf-8")
         if weights is not None:
             import hashlib
 
-            artifacts[WEIGHTS_ARTIFACT] = weights
             version_tags.setdefault(TAG_WEIGHTS_SHA256, hashlib.sha256(weights).hexdigest())
-        run_id = self.create_run(tags=run_tags, artifacts=artifacts)
+        run_id = self.create_run(tags=run_tags, artifacts=run_layout(record, diff, weights))
         info = self.create_version(name, run_id=run_id, tags=version_tags)
         for alias in aliases:
             self.set_alias(name, alias, info.version)
@@ -218,7 +207,7 @@ class MemoryRegistry(Registry):
         aliases = tuple(sorted(a for a, v in self._aliases.get(version.name, {}).items() if v == version.version))
         run_tags: dict[str, str] = {}
         if version.run_id is not None and version.run_id in self._runs:
-            run_tags = {k: v for k, v in self._runs[version.run_id].tags.items() if k.startswith("repro.")}
+            run_tags = own_tags(self._runs[version.run_id].tags)
         return ModelVersionInfo(
             name=version.name,
             version=str(version.version),

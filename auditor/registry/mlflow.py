@@ -19,6 +19,7 @@ from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, NotFound
 from auditor.registry.base import ModelVersionInfo, Registry
+from auditor.tags import own_tags
 
 # MLflow caps a registered-model page at 1,000 and a version page at 200,000;
 # 1,000 versions a page keeps each response small and the call count low.
@@ -207,7 +208,7 @@ class MlflowRegistry(Registry):
                     max_results=len(chunk) + 1,
                 )
                 for run in runs:
-                    found[run.info.run_id] = {k: v for k, v in run.data.tags.items() if k.startswith("repro.")}
+                    found[run.info.run_id] = own_tags(run.data.tags)
                     self._artifact_uris[run.info.run_id] = run.info.artifact_uri
         return found
 
@@ -229,7 +230,7 @@ class MlflowRegistry(Registry):
 
             try:
                 run = self.client.get_run(mv.run_id)
-                run_tags = {k: v for k, v in run.data.tags.items() if k.startswith("repro.")}
+                run_tags = own_tags(run.data.tags)
                 self._artifact_uris[mv.run_id] = run.info.artifact_uri
             except MlflowException as exc:
                 # A deleted or purged run is data about this version; load_record reports it precisely.

@@ -23,7 +23,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -32,24 +31,29 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from auditor.contract import (
+    ENV_CONFIG,
+    ENV_DETERMINISTIC,
+    ENV_EVALUATE_WEIGHTS,
+    ENV_OUTPUT_DIR,
+    ENV_SEED,
+    EVALUATION_FILE,
+    METRICS_FILE,
+    RECORD_FILE,
+    WEIGHTS_FILE,
+    data_env_var,
+    is_rebuild,
+)
 from auditor.errors import BadInput, LineageIncomplete
-from auditor.lineage.record import RECORD_FILE, Artifact, DataRef, RunRecord, SeedInfo
-from auditor.registry.base import WEIGHTS_ARTIFACT
+from auditor.lineage.record import Artifact, DataRef, RunRecord, SeedInfo
+from auditor.tags import RECORD_ARTIFACT, weights_uri
 
 log = logging.getLogger(__name__)
-
-WEIGHTS_FILE = "model.safetensors"
-METRICS_FILE = "metrics.json"
 
 
 def rebuild_mode(env: Mapping[str, str] | None = None) -> bool:
     """Whether this process is an audit's rebuild (``REPRO_REBUILD=1``)."""
-    return (os.environ if env is None else env).get("REPRO_REBUILD") == "1"
-
-
-def data_env_var(name: str) -> str:
-    """``REPRO_DATA_<NAME>``: NAME upper-cased, every non-alphanumeric character turned into ``_``."""
-    return "REPRO_DATA_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+    return is_rebuild(os.environ if env is None else env)
 
 
 def _env_flag(env: Mapping[str, str], name: str) -> bool | None:
@@ -102,12 +106,12 @@ class Run:
 
         Set from ``REPRO_EVALUATE_WEIGHTS``, and only in rebuild mode: a normal run always trains.
         """
-        raw = self._env.get("REPRO_EVALUATE_WEIGHTS") if self.rebuild else None
+        raw = self._env.get(ENV_EVALUATE_WEIGHTS) if self.rebuild else None
         if not raw:
             return None
         path = Path(raw)
         if not path.is_file():
-            raise BadInput(f"rebuild mode: REPRO_EVALUATE_WEIGHTS={raw} is not a file")
+            raise BadInput(f"rebuild mode: {ENV_EVALUATE_WEIGHTS}={raw} is not a file")
         # The audit trusts metrics as an evaluation of these weights only when the script asked for them.
         self._evaluated = path
         return path
@@ -178,7 +182,7 @@ class Run:
         with open(target, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
-        uri = WEIGHTS_FILE if self.rebuild else f"runs:/{self.run_id}/{WEIGHTS_ARTIFACT}"
+        uri = WEIGHTS_FILE if self.rebuild else weights_uri(str(self.run_id))
         artifact = Artifact(name=WEIGHTS_FILE, uri=uri, sha256=digest.hexdigest(), size=target.stat().st_size)
         others = [a for a in self.record.outputs.artifacts if a.name != WEIGHTS_FILE]
         self.record.outputs.artifacts = [*others, artifact]
@@ -257,8 +261,8 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         try:
             if rebuild:
                 config, overrides = _rebuild_config(env), ()
-                seed = _env_int(env, "REPRO_SEED")
-                deterministic = _env_flag(env, "REPRO_DETERMINISTIC")
+                seed = _env_int(env, ENV_SEED)
+                deterministic = _env_flag(env, ENV_DETERMINISTIC)
                 run._output_dir = _output_dir(env)
             else:
                 config, overrides = self._config, self._overrides
@@ -341,30 +345,27 @@ def _as_seed(seed: Any) -> int:
 
 
 def _rebuild_config(env: Mapping[str, str]) -> dict[str, Any]:
-    raw = env.get("REPRO_CONFIG")
+    raw = env.get(ENV_CONFIG)
     if not raw:
-        raise BadInput("rebuild mode: REPRO_CONFIG is unset", hint="the audit passes the resolved config as a JSON file")
+        raise BadInput(f"rebuild mode: {ENV_CONFIG} is unset", hint="the audit passes the resolved config as a JSON file")
     try:
         value = json.loads(Path(raw).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise BadInput(f"rebuild mode: cannot read REPRO_CONFIG={raw}: {exc.strerror}") from None
+        raise BadInput(f"rebuild mode: cannot read {ENV_CONFIG}={raw}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise BadInput(f"rebuild mode: REPRO_CONFIG={raw} is not JSON (line {exc.lineno}: {exc.msg})") from None
+        raise BadInput(f"rebuild mode: {ENV_CONFIG}={raw} is not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(value, dict):
-        raise BadInput(f"rebuild mode: REPRO_CONFIG={raw} holds {type(value).__name__}, not a JSON object")
+        raise BadInput(f"rebuild mode: {ENV_CONFIG}={raw} holds {type(value).__name__}, not a JSON object")
     return value
 
 
 def _output_dir(env: Mapping[str, str]) -> Path:
-    raw = env.get("REPRO_OUTPUT_DIR")
+    raw = env.get(ENV_OUTPUT_DIR)
     if not raw:
-        raise BadInput("rebuild mode: REPRO_OUTPUT_DIR is unset", hint="the audit names the folder for metrics and weights")
+        raise BadInput(f"rebuild mode: {ENV_OUTPUT_DIR} is unset", hint="the audit names the folder for metrics and weights")
     path = Path(raw)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-EVALUATION_FILE = "evaluation.json"  # tells the audit that metrics.json evaluates the weights it passed
 
 
 def _write_rebuild_outputs(run: Run) -> None:
@@ -420,7 +421,6 @@ def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None
 
 def _record_of_run(registry: Any, run_id: str) -> tuple[RunRecord, str | None]:
     from auditor.errors import NotFound
-    from auditor.registry.base import RECORD_ARTIFACT
 
     raw = registry._read_run_file(run_id, RECORD_ARTIFACT)
     if raw is None:

@@ -18,15 +18,23 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import BadInput
-from auditor.lineage.record import DIFF_FILE, RECORD_FILE, DataRef, RunRecord
-from auditor.registry.base import (
-    RECORD_DIR,
+from auditor.lineage.record import DataRef, RunRecord
+from auditor.registry.layout import run_layout, write_layout
+from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
+from auditor.registry.open import registry_scheme
+from auditor.tags import (
+    MLFLOW_DATASET_CONTEXT,
+    TAG_DATA_PREFIX,
+    TAG_DATASET_VERSION,
+    TAG_DIRTY,
+    TAG_IMAGE_DIGEST,
     TAG_RECORD_DIGEST,
+    TAG_SCHEMA_VERSION,
     TAG_TRAIN_SECONDS,
     TAG_WEIGHTS_SHA256,
     WEIGHTS_ARTIFACT,
+    WEIGHTS_DIR,
 )
-from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
 # value 6,000 characters, a run tag 8,000; param keys allow these characters only.
@@ -72,7 +80,7 @@ def start(uri: str | None, experiment: str | None) -> Session:
         uri = mlflow.get_tracking_uri()
         return Session(MlflowClient(tracking_uri=uri), uri, active.info.run_id, owns_run=False)
     uri = tracking_uri(uri)
-    if uri.startswith("memory://"):
+    if registry_scheme(uri) == "memory":
         raise BadInput(
             f"tracking URI {uri} names the in-memory test registry; auditor.track logs to MLflow",
             hint="set MLFLOW_TRACKING_URI to an MLflow URI, e.g. sqlite:///.repro/mlflow.db",
@@ -132,17 +140,17 @@ def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
 
 def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     """The tags MLflow users already read, and ours."""
-    tags: dict[str, str] = {TAG_RECORD_DIGEST: record.digest(), "repro.schema_version": record.schema_version}
+    tags: dict[str, str] = {TAG_RECORD_DIGEST: record.digest(), TAG_SCHEMA_VERSION: record.schema_version}
     code, env = record.code, record.environment
     if code is not None:
         if code.commit:
             tags["mlflow.source.git.commit"] = code.commit
         if code.repo_url:
             tags["mlflow.source.git.repoURL"] = code.repo_url
-        tags["repro.dirty"] = "unknown" if code.dirty is None else str(code.dirty).lower()
-    tags["repro.image_digest"] = (env.image_digest if env is not None else None) or "none"
+        tags[TAG_DIRTY] = "unknown" if code.dirty is None else str(code.dirty).lower()
+    tags[TAG_IMAGE_DIGEST] = (env.image_digest if env is not None else None) or "none"
     for name, ref in record.data.items():
-        tags[f"repro.data.{_KEY_UNSAFE.sub('_', name)}"] = f"{ref.uri}@{ref.version}" if ref.version else ref.uri
+        tags[TAG_DATA_PREFIX + _KEY_UNSAFE.sub("_", name)] = f"{ref.uri}@{ref.version}" if ref.version else ref.uri
     weights = [a for a in record.outputs.artifacts if a.uri.endswith(WEIGHTS_ARTIFACT)]
     if weights:
         tags[TAG_WEIGHTS_SHA256] = weights[-1].sha256
@@ -188,7 +196,7 @@ def _dataset_inputs(data: Mapping[str, DataRef]) -> list[Any]:
     for name, ref in data.items():
         identity = ref.version or ref.content_hash or "unversioned"
         dataset = MetaDataset(SnapshotSource(ref.uri, ref.version, ref.kind), name=name, digest=identity[:_DATASET_DIGEST])
-        tags = [InputTag("mlflow.data.context", name), InputTag("repro.version", identity)]
+        tags = [InputTag(MLFLOW_DATASET_CONTEXT, name), InputTag(TAG_DATASET_VERSION, identity)]
         inputs.append(DatasetInput(dataset=dataset._to_mlflow_entity(), tags=tags))
     return inputs
 
@@ -221,15 +229,9 @@ def finish(
         if record.data:
             client.log_inputs(run_id, datasets=_dataset_inputs(record.data))
         with tempfile.TemporaryDirectory(prefix="repro-record-") as tmp:
-            folder = Path(tmp) / RECORD_DIR
-            folder.mkdir()
-            # bytes written here are the bytes the digests cover: no text-mode newline games
-            (folder / RECORD_FILE).write_bytes(record.to_json().encode("utf-8"))
-            if diff is not None:
-                (folder / DIFF_FILE).write_bytes(diff.encode("utf-8"))
-            client.log_artifacts(run_id, str(folder), artifact_path=RECORD_DIR)
-        if weights is not None:
-            client.log_artifact(run_id, str(weights), artifact_path=WEIGHTS_ARTIFACT.rsplit("/", 1)[0])
+            # one folder in the run's layout (record, diff, weights), logged in one call
+            write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)
+            client.log_artifacts(run_id, tmp)
         tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
         client.log_batch(run_id, tags=tags)
     if session.owns_run:
@@ -262,6 +264,6 @@ def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -
         if run.data.tags.get(TAG_TRAIN_SECONDS):
             tags[TAG_TRAIN_SECONDS] = run.data.tags[TAG_TRAIN_SECONDS]
         version = client.create_model_version(
-            name, source=f"runs:/{run_id}/{WEIGHTS_ARTIFACT.rsplit('/', 1)[0]}", run_id=run_id, tags=tags
+            name, source=f"runs:/{run_id}/{WEIGHTS_DIR}", run_id=run_id, tags=tags
         )
     return str(version.version)

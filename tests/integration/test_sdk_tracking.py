@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import BadInput, LineageIncomplete
-from auditor.registry.base import TAG_RECORD_DIGEST, WEIGHTS_ARTIFACT
+from auditor.lineage.record import RunRecord
+from auditor.registry.base import RECORD_ARTIFACT, TAG_RECORD_DIGEST, TAG_WEIGHTS_SHA256, WEIGHTS_ARTIFACT
 from auditor.registry.mlflow import MlflowRegistry
 from tests.fixtures.gitrepo import git, init_repo
 
@@ -144,6 +145,7 @@ def test_a_script_using_the_sdk_registers_a_version_whose_record_passes_the_gate
     [artifact] = record.outputs.artifacts
     assert artifact.sha256 == hashlib.sha256(weights.read_bytes()).hexdigest()
     assert artifact.uri == f"runs:/{run_id}/{WEIGHTS_ARTIFACT}"
+    assert info.tags[TAG_WEIGHTS_SHA256] == hashlib.sha256(weights.read_bytes()).hexdigest()
 
     # what MLflow users see: flattened params, the tags they already read, our tags, inputs, metrics
     run = MlflowClient(tracking_uri).get_run(run_id)
@@ -162,7 +164,7 @@ def test_a_script_using_the_sdk_registers_a_version_whose_record_passes_the_gate
     assert {t.key: t.value for t in dataset_input.tags}["repro.version"] == record.data["train"].version
     assert set(run.data.metrics) == {"loss"} and record.outputs.metrics["loss"] == run.data.metrics["loss"]
 
-    from tests.integration.test_mlflow_registry import run_cli
+    from tests.contract.test_registry import run_cli
 
     code, out, _ = run_cli(["lineage", "show", f"models:/{name}/{version}", "--tracking-uri", tracking_uri], capsys)
     assert code == 0, out
@@ -191,9 +193,14 @@ def test_a_tag_only_image_or_a_latest_data_ref_is_refused_at_registration_and_no
     assert sorted(p.removeprefix("- ") for p in listed) == sorted(paths)
     assert MlflowClient(sqlite_tracking_uri).search_registered_models() == []
     assert list(MlflowRegistry(sqlite_tracking_uri).list_versions()) == []
-    # the run itself was still logged, so the refusal can be investigated
+    # the run itself was still logged, so the refusal can be investigated: its tags name what it stored
     [run] = MlflowClient(sqlite_tracking_uri).search_runs([MlflowClient().get_experiment_by_name("tiny").experiment_id])
-    assert run.data.tags[TAG_RECORD_DIGEST]
+    stored = MlflowRegistry(sqlite_tracking_uri)
+    record_bytes = stored._read_run_file(run.info.run_id, RECORD_ARTIFACT)
+    weights_bytes = stored._read_run_file(run.info.run_id, WEIGHTS_ARTIFACT)
+    assert record_bytes is not None and weights_bytes is not None
+    assert run.data.tags[TAG_RECORD_DIGEST] == RunRecord.from_json(record_bytes).digest()
+    assert run.data.tags[TAG_WEIGHTS_SHA256] == hashlib.sha256(weights_bytes).hexdigest()
 
 
 def test_the_rebuild_mode_run_does_no_mlflow_io_and_reproduces_the_registered_weights_bitwise(
@@ -233,7 +240,6 @@ def test_the_rebuild_mode_run_does_no_mlflow_io_and_reproduces_the_registered_we
     assert sorted(p.name for p in out.iterdir()) == ["metrics.json", "model.safetensors", "run_record.json"]
     assert hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest() == record.outputs.artifacts[0].sha256
     assert json.loads((out / "metrics.json").read_text()) == record.outputs.metrics
-    from auditor.lineage.record import RunRecord
 
     own = RunRecord.from_json((out / "run_record.json").read_text())
     assert own.config.digest == record.config.digest and own.seeds == record.seeds

@@ -1,0 +1,56 @@
+"""A run's artifacts as the SDK leaves them, built on :func:`auditor.tags.run_artifacts`.
+
+The MLflow SDK path (``tracking``), the in-memory twin (``memory``) and the test
+fixtures all lay a run out through these two functions, so the layout has one
+writer: ``tags.run_artifacts`` names the paths, this module turns a record into
+their bytes and, for MLflow, into a folder to ``log_artifacts``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from auditor.tags import RECORD_ARTIFACT, WEIGHTS_ARTIFACT, run_artifacts
+
+if TYPE_CHECKING:
+    from auditor.lineage.record import RunRecord
+
+
+def record_bytes(record: RunRecord) -> bytes:
+    """The bytes the record digest covers, exactly as stored (UTF-8, no newline games)."""
+    return record.to_json().encode("utf-8")
+
+
+def run_layout(record: RunRecord | None, diff: str | None = None, weights: bytes | None = None) -> dict[str, bytes]:
+    """The run's artifacts by path; ``record=None`` is a run that holds no record (as plain MLflow leaves one)."""
+    artifacts = run_artifacts(
+        record_bytes(record) if record is not None else b"",
+        diff=diff.encode("utf-8") if diff is not None else None,
+        weights=weights,
+    )
+    if record is None:
+        del artifacts[RECORD_ARTIFACT]
+    return artifacts
+
+
+def write_layout(folder: Path, artifacts: Mapping[str, bytes], *, weights_file: Path | None = None) -> None:
+    """Write ``artifacts`` under ``folder`` at their run paths, ready for ``log_artifacts(run_id, folder)``.
+
+    ``weights_file`` puts a weights file already on disk at its run path without reading it
+    into memory (a hard link where the file system allows, else a copy).
+    """
+    for path, data in artifacts.items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    if weights_file is not None:
+        target = folder / WEIGHTS_ARTIFACT
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(weights_file, target)
+        except OSError:
+            shutil.copyfile(weights_file, target)
