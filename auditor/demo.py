@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor import settings as S
 from auditor.contract import ENV_TORCH_THREADS
 from auditor.errors import InfrastructureError
 from auditor.tags import TAG_TIER
@@ -94,11 +95,11 @@ def base_env(root: Path) -> dict[str, str]:
     """Everything that points the auditor at one self-contained world under ``root``."""
     return {
         "MLFLOW_TRACKING_URI": f"sqlite:///{(root / 'mlflow.db').as_posix()}",
-        "REPRO_HOME": str(root / "home"),
-        "REPRO_SNAPSHOT_STORE": str(root / "snapshots"),
-        "REPRO_REPORTS": str(root / "reports"),
-        "REPRO_NIGHTLY_MAX_MODELS": "20",
-        "REPRO_NIGHTLY_BUDGET_HOURS": "100",
+        S.HOME.name: str(root / "home"),
+        S.SNAPSHOT_STORE.name: str(root / "snapshots"),
+        S.REPORTS.name: str(root / "reports"),
+        S.NIGHTLY_MAX_MODELS.name: "20",
+        S.NIGHTLY_BUDGET_HOURS.name: "100",
         "PYTHONHASHSEED": "0",
         ENV_TORCH_THREADS: "2",
     }
@@ -164,8 +165,8 @@ def seed(
     project = make_project(root / "project")
     progress("generating the dataset and storing it as a snapshot")
     _run([sys.executable, str(project / "make_data.py"), str(root / "data")], cwd=project, env=full_env)
-    snapshot = create_snapshot(root / "data", env["REPRO_SNAPSHOT_STORE"]).id
-    env["REPRO_TRAIN_DATA"] = f"{env['REPRO_SNAPSHOT_STORE']}@{snapshot}"
+    snapshot = create_snapshot(root / "data", env[S.SNAPSHOT_STORE.name]).id
+    env["REPRO_TRAIN_DATA"] = f"{env[S.SNAPSHOT_STORE.name]}@{snapshot}"
     from mlflow import MlflowClient
 
     # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
@@ -187,7 +188,7 @@ def seed(
             if variant.overwrite_data:  # its own snapshot, so overwriting it spares the others
                 data = root / f"data-{variant.key}"
                 _run([sys.executable, str(project / "make_data.py"), str(data), "--seed", "1"], cwd=project, env=train_env)
-                train_env["REPRO_TRAIN_DATA"] = f"{env['REPRO_SNAPSHOT_STORE']}@{create_snapshot(data, env['REPRO_SNAPSHOT_STORE']).id}"
+                train_env["REPRO_TRAIN_DATA"] = f"{env[S.SNAPSHOT_STORE.name]}@{create_snapshot(data, env[S.SNAPSHOT_STORE.name]).id}"
             config = project / "config.yaml"
             original = config.read_text()
             if variant.dirty:
@@ -199,7 +200,7 @@ def seed(
             run_id = _latest_run(env["MLFLOW_TRACKING_URI"])
             version = auditor.register_model(run_id, MODEL, tracking_uri=env["MLFLOW_TRACKING_URI"])
             if variant.overwrite_data:
-                _overwrite_one_object(Path(env["REPRO_SNAPSHOT_STORE"]), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
+                _overwrite_one_object(Path(env[S.SNAPSHOT_STORE.name]), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
         client = client or MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
         if variant.alias:
             client.set_registered_model_alias(MODEL, variant.alias, version)
@@ -250,7 +251,7 @@ def airflow_env(home: Path, env: dict[str, str]) -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{(home / 'airflow.db').as_posix()}",
-        "REPRO_RETRY_DELAY_S": env.get("REPRO_RETRY_DELAY_S", "2"),
+        S.RETRY_DELAY_S.name: env.get(S.RETRY_DELAY_S.name, "2"),
         "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
 
@@ -284,7 +285,7 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
     else:
         shutil.rmtree(root, ignore_errors=True)
         seeded = seed(root, progress=progress)
-        seeded.env["REPRO_REPORTS"] = str(reports.resolve())
+        seeded.env[S.REPORTS.name] = str(reports.resolve())
         settings = with_env(seeded.env)
         for variant in VARIANTS:
             if variant.calibrate:
@@ -295,5 +296,5 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
     progress(f"running repro_nightly_audit for {today} through Airflow (in-process)")
     outcome = run_dag("repro_nightly_audit", today, env=seeded.env, home=root / "airflow")
     progress(f"DAG run {outcome['state']}: " + ", ".join(f"{k}={v}" for k, v in sorted(outcome["tasks"].items())))
-    index = Path(seeded.env["REPRO_REPORTS"]) / "index.html"
+    index = Path(seeded.env[S.REPORTS.name]) / "index.html"
     return index

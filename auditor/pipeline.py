@@ -129,14 +129,49 @@ def calibration_seeds(seed: int, reruns: int) -> list[int]:
     return [derive_seed(seed, f"calibration-{i}") % 2**31 for i in range(reruns)]
 
 
-def calibrate(model_ref: str, *, reruns: int = 5, runner: str = "process", settings: Settings | None = None, progress: Progress = _quiet) -> dict[str, Band]:
-    """Rerun the recorded recipe ``reruns`` times varying only the seeds; store and return one band per metric."""
+def _same_seed_floor(record: RunRecord, runs: list[RunResult]):
+    """The same-seed floor from reruns under the recorded seed (their weights compared pairwise)."""
+    import itertools
+
+    from auditor.judge.floors import FloorRun, floor_from_reruns, platform_fingerprint
+    from auditor.judge.weights import diff_safetensors
+
+    pairs = [diff_safetensors(a.weights, b.weights) for a, b in itertools.combinations(runs, 2) if a.weights and b.weights]
+    own = next((r.record for r in runs if r.record is not None), None)
+    platform = platform_fingerprint(own.environment if own else None)
+    seed = record.seeds.seed if record.seeds else None
+    return floor_from_reruns([FloorRun(seed=seed, weights_sha256=r.weights_sha256, metrics=r.metrics) for r in runs], pairs, platform)
+
+
+def calibrate(
+    model_ref: str,
+    *,
+    reruns: int = 5,
+    same_seed: int = 2,
+    runner: str = "process",
+    replace: bool = False,
+    settings: Settings | None = None,
+    progress: Progress = _quiet,
+) -> dict[str, Band]:
+    """Measure both noise floors and store them with the version; returns the bands.
+
+    ``same_seed`` reruns under the recorded seed measure execution noise (is the recipe bit-identical
+    here, and if not how far apart its weights land); ``reruns`` seed-varied reruns measure each
+    metric's band. A metric no seed moves gets no band (a finding). A band made from more reruns is
+    never replaced by one made from fewer unless ``replace``.
+    """
     from auditor.judge.calibrate import bands_from_reruns
-    from auditor.judge.tolerance import bands_to_json
+    from auditor.judge.floors import MIN_SAME_SEED, MIN_SEED_VARIED, Calibration, FloorRun
+    from auditor.judge.tolerance import bands_from_json, bands_to_json
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
     settings = settings or get_settings()
-    if reruns < 2:
-        raise BadInput(f"calibration needs at least 2 reruns to measure a spread, got {reruns}")
+    if reruns < MIN_SEED_VARIED:
+        raise BadInput(f"calibration needs at least {MIN_SEED_VARIED} seed-varied reruns for a usable band, got {reruns}",
+                       hint="pass --reruns 5 (3 or 4 give a band the report flags as weak)")
+    if same_seed < MIN_SAME_SEED:
+        raise BadInput(f"calibration needs at least {MIN_SAME_SEED} same-seed reruns to measure execution noise, got {same_seed}",
+                       hint="pass --same-seed 2 or more")
     run_with = make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
@@ -144,19 +179,46 @@ def calibrate(model_ref: str, *, reruns: int = 5, runner: str = "process", setti
     _require_complete_lineage(info.ref, record, diff)
     if record.seeds is None or record.seeds.seed is None:
         raise BadInput(f"{info.ref} records no base seed to vary")
+    existing = registry.get_bands(info)
+    if existing and not replace:
+        stored = bands_from_json(existing, source=f"{info.ref} tag {TAG_BANDS}")
+        most = max((len(b.runs) for b in stored.values()), default=0)
+        if most > reruns:
+            raise BadInput(f"{info.ref} has bands calibrated from {most} reruns; {reruns} would replace them with weaker ones",
+                           hint=f"pass --reruns {most} or more, or --replace to replace them anyway")
     tmp = _scratch(settings, "calibrate-")
     try:
         progress("preparing the workspace")
         workspace = _prepare(record, diff, tmp / "workspace", settings)
-        results: dict[str, dict[str, Any]] = {}
-        for i, seed in enumerate(calibration_seeds(record.seeds.seed, reruns)):
-            progress(f"rerun {i + 1}/{reruns} (seed {seed})")
-            run = run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=settings.rebuild_timeout_s, seed=seed)
-            results[f"rerun-{i + 1}-seed-{seed}"] = run.metrics
+        timeout = settings.rebuild_timeout_s
+        same = []
+        for i in range(same_seed):
+            progress(f"same-seed rerun {i + 1}/{same_seed} (seed {record.seeds.seed})")
+            same.append(run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout))
+        floor = _same_seed_floor(record, same)
+        varied: dict[str, RunResult] = {}
+        seeds = calibration_seeds(record.seeds.seed, reruns)
+        for i, seed in enumerate(seeds):
+            progress(f"seed-varied rerun {i + 1}/{reruns} (seed {seed})")
+            varied[f"rerun-{i + 1}-seed-{seed}"] = run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    bands = bands_from_reruns(results, registered=record.outputs.metrics, calibrated_at=_now())
-    registry.set_bands(info, bands_to_json(bands))
+    metrics = {run_id: run.metrics for run_id, run in varied.items()}
+    names = sorted({n for m in metrics.values() for n in m})
+    zero = [n for n in names if len({json.dumps(m.get(n)) for m in metrics.values()}) == 1]
+    hashes = {run.weights_sha256 for run in varied.values()}
+    calibration = Calibration(
+        calibrated_at=_now(),
+        same_seed=floor,
+        seed_varied=[FloorRun(seed=s, weights_sha256=r.weights_sha256, metrics=r.metrics) for s, r in zip(seeds, varied.values(), strict=True)],
+        zero_spread=zero,
+        seed_ignored=len(hashes) == 1 and None not in hashes,
+    )
+    banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
+    bands = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
+    registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
+    for line in calibration.findings():
+        progress(f"finding: {line}")
     return bands
 
 
@@ -178,6 +240,8 @@ class _Audit:
     weights: Path | None = None  # the registered weights, downloaded
     metric_results: list = field(default_factory=list)
     weight_diff: Any = None
+    calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
+    platform: dict | None = None  # the rebuild's platform fingerprint
     drift: EnvDrift | None = None
     log_tail: str = ""
     timings: Timings = field(default_factory=Timings)
@@ -263,10 +327,14 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
 
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
+    from auditor.judge.floors import calibration_from_json, platform_fingerprint
     from auditor.judge.tolerance import bands_from_json, check_metrics
     from auditor.judge.weights import diff_safetensors
-    from auditor.tags import TAG_BANDS
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
+    calibration_text = a.info.tags.get(TAG_CALIBRATION)
+    if calibration_text:
+        a.calibration = calibration_from_json(calibration_text, source=f"{a.info.ref} tag {TAG_CALIBRATION}")
     bands_text = a.registry.get_bands(a.info)
     bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
@@ -278,6 +346,7 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
         a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
     elif rebuilt.weights is None:
         a.unrecoverable = f"the rebuild left no {WEIGHTS_FILE}"
+    a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = _drift(a.record, rebuilt)
 
 
@@ -299,7 +368,9 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         a.failed(exc)
     finally:
         shutil.rmtree(a.tmp, ignore_errors=True)
-    verdict, tiers = judge(findings=a.findings, recovery=a.recovery, metric_results=a.metric_results, weight_diff=a.weight_diff, error=a.error, unrecoverable=a.unrecoverable)
+    verdict, tiers = judge(findings=a.findings, recovery=a.recovery, metric_results=a.metric_results, weight_diff=a.weight_diff, error=a.error, unrecoverable=a.unrecoverable,
+                           floor=a.calibration.same_seed if a.calibration else None, platform=a.platform,
+                           calibration_findings=a.calibration.findings() if a.calibration else ())
     a.timings.wall_s = round(time.monotonic() - clock, 3)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
     return AuditResult(

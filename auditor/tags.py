@@ -37,6 +37,8 @@ TAG_COST_HOURS = "repro.cost_hours"
 
 # -- version tags written by calibration and audits ----------------------------------------
 TAG_BANDS = "repro.bands"
+#: the calibration evidence the bands and the same-seed floor rest on (``repro.calibration/1`` JSON)
+TAG_CALIBRATION = "repro.calibration"
 TAG_VERDICT = "repro.audit.verdict"
 TAG_AUDIT_AT = "repro.audit.at"
 TAG_REPORT = "repro.audit.report"

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditor.contract import THREAD_VARS
 from auditor.judge.result import WeightDiff
 
 #: a rebuild may be this many times farther from the registered weights than the farthest pair of
@@ -37,7 +38,7 @@ MIN_SAME_SEED = 2
 #: the environment fields whose difference changes numerics (EnvironmentInfo names)
 PLATFORM_FIELDS = ("machine", "cpu_model", "cpu_flags_digest", "torch", "cuda", "cudnn", "driver", "accelerator", "accelerator_count")
 #: the thread settings that change the weights (FACTS.md)
-PLATFORM_THREADS = ("torch_intra_op", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "REPRO_TORCH_THREADS")
+PLATFORM_THREADS = ("torch_intra_op", *THREAD_VARS)
 
 
 class _Model(BaseModel):

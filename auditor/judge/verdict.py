@@ -219,6 +219,7 @@ def judge(
     unrecoverable: str | None = None,
     floor: SameSeedFloor | None = None,
     platform: dict | None = None,
+    calibration_findings: Sequence[str] = (),
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
@@ -233,6 +234,8 @@ def judge(
         "statistical": _statistical(metric_results, unrecoverable, error, _weights_check(weight_diff, floor, platform)),
         "bitwise": _bitwise(weight_diff, unrecoverable, error),
     }
+    if calibration_findings:  # said on the tier the calibration feeds, whatever the verdict
+        tiers["statistical"].details.extend(f"calibration: {line}" for line in calibration_findings)
     status = {name: tier.status for name, tier in tiers.items()}
     if "fail" in (status["lineage"], status["artifact_recovery"]) or unrecoverable is not None:
         verdict = Verdict.NOT_REPRODUCIBLE

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from auditor import settings as _settings
 from auditor.canonical import digest, flatten
 from auditor.contract import DIFF_FILE, ENV_CONFIG_PREFIX, ENV_TORCH_THREADS, THREAD_VARS
 from auditor.errors import BadInput
@@ -61,9 +62,9 @@ ENV_ALLOWLIST = (
     "TZ",
     "LANG",
     "LC_ALL",
-    "REPRO_IMAGE",
-    "REPRO_IMAGE_DIGEST",
-    "REPRO_INSTANCE_TYPE",
+    _settings.IMAGE.name,
+    _settings.IMAGE_DIGEST.name,
+    _settings.INSTANCE_TYPE.name,
     ENV_TORCH_THREADS,
 )
 LOCK_FILES = ("uv.lock", "poetry.lock", "Pipfile.lock", "pdm.lock", "conda-lock.yml", "requirements.lock", "requirements.txt")
@@ -343,8 +344,8 @@ def _threads(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _image(env: Mapping[str, str]) -> tuple[str | None, str | None]:
-    ref = env.get("REPRO_IMAGE") or None
-    image_digest = env.get("REPRO_IMAGE_DIGEST") or None
+    ref = env.get(_settings.IMAGE.name) or None
+    image_digest = env.get(_settings.IMAGE_DIGEST.name) or None
     if ref and "@sha256:" in ref and not image_digest:
         image_digest = ref.split("@", 1)[1]
     return ref, image_digest
@@ -384,7 +385,7 @@ def infrastructure_info(env: Mapping[str, str] | None = None) -> Infrastructure:
     return Infrastructure(
         world_size=world,
         hostname=socket.gethostname(),
-        instance_type=env.get("REPRO_INSTANCE_TYPE") or None,
+        instance_type=env.get(_settings.INSTANCE_TYPE.name) or None,
     )
 
 
