@@ -36,6 +36,35 @@ def _load_commands() -> None:
                 raise
 
 
+def _version(value: bool) -> None:
+    if value:
+        from auditor import __version__
+
+        typer.echo(f"repro-audit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="print the version and exit"),
+) -> None:
+    """Audit the reproducibility of registered ML models."""
+
+
+def _click_errors() -> tuple[type[BaseException], ...]:
+    """The usage-error classes of the click the installed typer raises (typer 0.29 vendors its own)."""
+    import click
+
+    found: list[type[BaseException]] = [click.ClickException]
+    try:
+        from typer._click.exceptions import ClickException as Vendored  # typer >= 0.29
+    except ImportError:
+        pass
+    else:
+        found.append(Vendored)
+    return tuple(found)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     _load_commands()
@@ -51,11 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except _click_errors() as exc:  # usage errors: a usage line, exit 2, never a traceback
+        exc.show()
+        sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

@@ -66,11 +66,13 @@ def rebuild_cmd(
 @app.command("calibrate")
 def calibrate_cmd(
     model_ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
-    reruns: int = typer.Option(5, "--reruns", min=2, help="reruns varying only the seeds"),
-    runner: str = typer.Option(None, "--runner"),
-    json_out: bool = typer.Option(False, "--json"),
+    reruns: int = typer.Option(5, "--reruns", min=3, help="seed-varied reruns for the metric bands (3-4 give a weak band)"),
+    same_seed: int = typer.Option(2, "--same-seed", min=2, help="reruns under the recorded seed: the execution-noise floor"),
+    replace: bool = typer.Option(False, "--replace", help="replace bands calibrated from more reruns than --reruns"),
+    runner: str = typer.Option(None, "--runner", help="process or docker (default: REPRO_RUNNER or process)"),
+    json_out: bool = typer.Option(False, "--json", help="print the bands as JSON"),
 ) -> None:
-    """Measure each metric's noise floor by rerunning with other seeds; store the bands with the version."""
+    """Measure both noise floors (same-seed and seed-varied reruns); store them with the version."""
     from rich.table import Table
 
     from auditor import pipeline
@@ -78,7 +80,8 @@ def calibrate_cmd(
 
     settings = get_settings()
     with _progress(not json_out) as progress:
-        bands = pipeline.calibrate(model_ref, reruns=reruns, runner=runner or settings.runner, settings=settings, progress=progress)
+        bands = pipeline.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
+                                   runner=runner or settings.runner, settings=settings, progress=progress)
     if json_out:
         emit_json({name: band.model_dump() for name, band in bands.items()})
         return
