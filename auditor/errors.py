@@ -145,10 +145,13 @@ class RecipeCrashed(ReproError):
     """The recorded entrypoint exited non-zero or timed out during a rebuild (``log_tail`` says why).
 
     An audit cannot tell a flaky machine from a broken recipe by one crash, so it is ERROR (retried).
+    The audit reruns a crashed rebuild once: a crash that repeats identically is a persistent recipe
+    failure, which it raises as ``InputUnrecoverable`` (NOT_REPRODUCIBLE).
     """
 
     meaning = Meaning.CRASH
     log_tail: str = ""
+    timed_out: bool = False
 
 
 def meaning_of(exc: BaseException) -> Meaning:

@@ -24,11 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from auditor.contract import WEIGHTS_FILE
-from auditor.errors import BadInput, InfrastructureError, LineageIncomplete, ReproError, describe, verdict_failure
+from auditor.errors import (
+    BadInput,
+    InfrastructureError,
+    InputUnrecoverable,
+    LineageIncomplete,
+    RecipeCrashed,
+    ReproError,
+    describe,
+    verdict_failure,
+)
 from auditor.judge.result import AuditResult, Band, EnvDrift, ModelInfo, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.rebuild.run import RunResult, make_runner, run_recipe
+from auditor.rebuild.run import RunResult, crash_signature, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
 
@@ -311,18 +320,49 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
     if a.weights is not None:
         a.progress("re-evaluating the registered weights")
-        check = run_recipe(a.record, workspace, a.runner, a.tmp / "evaluate", timeout_s=timeout, evaluate=a.weights)
+        try:
+            check = run_recipe(a.record, workspace, a.runner, a.tmp / "evaluate", timeout_s=timeout, evaluate=a.weights)
+        except RecipeCrashed as exc:
+            if exc.timed_out:
+                raise
+            # the registered weights cannot even be evaluated by the recipe that made them (a shape mismatch
+            # loading them, say): the artifact is not recovered, whatever a rebuild would show
+            a.log_tail = exc.log_tail
+            a.recovery = a.recovery.model_copy(update={"unrecoverable": [
+                *a.recovery.unrecoverable,
+                f"re-evaluating the registered weights with the recorded recipe crashed: {crash_signature(exc.log_tail) or exc}"]})
+            return []
         if check.evaluated:
             a.recovery = a.recovery.model_copy(update={"evaluated": check.metrics})
     runs = []
     for i in range(reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
-        runs.append(run_recipe(a.record, workspace, a.runner, a.tmp / f"rebuild-{i}", timeout_s=timeout))
+        runs.append(_rebuild_once(a, workspace, a.tmp / f"rebuild-{i}", timeout))
     a.log_tail = runs[-1].log_tail
     a.timings.rebuild_s = round(sum(r.wall_s for r in runs), 3)
     accel = [r.accelerator_s for r in runs if r.accelerator_s is not None]
     a.timings.accelerator_s = round(sum(accel), 3) if accel else None
     return runs
+
+
+def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float) -> RunResult:
+    """One rebuild; a crash is run once more, and a crash that repeats identically is the recipe's own failure."""
+    try:
+        return run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout)
+    except RecipeCrashed as first:
+        if first.timed_out:
+            raise
+        a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
+        try:
+            return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout)
+        except RecipeCrashed as second:
+            signature = crash_signature(second.log_tail)
+            if signature and signature == crash_signature(first.log_tail):
+                error = InputUnrecoverable(f"persistent recipe failure: the recorded entrypoint crashed identically twice: {signature}",
+                                           hint="the recorded recipe cannot be rerun to completion; the end of its log is in the report")
+                error.log_tail = second.log_tail
+                raise error from None
+            raise
 
 
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
@@ -363,7 +403,9 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         if a.record is not None:
             _recover_artifact(a)
             if not blocking(a.findings):
-                _compare(a, _rebuild(a, max(1, reruns)))
+                runs = _rebuild(a, max(1, reruns))
+                if runs:
+                    _compare(a, runs)
     except Exception as exc:  # noqa: BLE001 - one model's failure is its verdict, never the night's crash
         a.failed(exc)
     finally:

@@ -28,8 +28,22 @@ Direction = Literal["higher", "lower", "none"]
 #: the band's half-width floor, in float32 ULPs at the largest |value| (see the module docstring)
 RESOLUTION_ULPS = 4
 
-_LOWER_IS_BETTER = ("loss", "error", "mse", "mae", "rmse", "perplexity", "brier", "time", "latency")
-_HIGHER_IS_BETTER = ("auc", "acc", "f1", "precision", "recall", "r2", "score", "map", "ndcg", "iou", "bleu")
+INF = math.inf
+
+#: What a metric's name says about it: which way is better and which values it can take. One table,
+#: read top to bottom, first row whose word occurs in the lower-cased name wins (so ``error_rate`` is
+#: a rate before it is an error). A band is clipped to its metric's domain; a name no row matches has
+#: direction ``none`` and an unbounded domain.
+METRIC_KINDS: tuple[tuple[tuple[str, ...], Direction, tuple[float, float]], ...] = (
+    # words in the name                                                     better    domain
+    (("error_rate", "err_rate", "miss_rate", "fpr", "fnr"),                  "lower",  (0.0, 1.0)),
+    (("auc", "accuracy", "acc", "precision", "recall", "f1", "iou", "ndcg",
+      "map", "hit_rate", "rate", "tpr", "tnr", "specificity", "sensitivity"), "higher", (0.0, 1.0)),
+    (("r2",),                                                               "higher", (-INF, 1.0)),
+    (("bleu", "rouge", "score"),                                            "higher", (-INF, INF)),
+    (("loss", "error", "mse", "mae", "rmse", "smooth_l1", "huber", "l1", "l2", "nll",
+      "perplexity", "ppl", "brier", "wer", "cer", "time", "latency", "seconds"), "lower", (0.0, INF)),
+)
 
 
 # -- Student t quantile -----------------------------------------------------------------------------------
@@ -136,14 +150,18 @@ def resolution(values: Sequence[float]) -> float:
 # -- bands ------------------------------------------------------------------------------------------------
 
 
+def metric_kind(metric: str) -> tuple[Direction, tuple[float, float]]:
+    """Direction and domain of ``metric`` from :data:`METRIC_KINDS`."""
+    lowered = metric.lower()
+    for words, direction, domain in METRIC_KINDS:
+        if any(word in lowered for word in words):
+            return direction, domain
+    return "none", (-INF, INF)
+
+
 def default_direction(metric: str) -> Direction:
     """A guess at which way is better from the metric's name; ``none`` when the name says nothing."""
-    lowered = metric.lower()
-    if any(word in lowered for word in _LOWER_IS_BETTER):
-        return "lower"
-    if any(word in lowered for word in _HIGHER_IS_BETTER):
-        return "higher"
-    return "none"
+    return metric_kind(metric)[0]
 
 
 def band_from_runs(
@@ -189,17 +207,20 @@ def band_from_runs(
     t = t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1)
     floor = resolution([*numbers, mean])
     half = max(t * std * math.sqrt(1.0 + 1.0 / n), floor)
+    low, high = metric_kind(metric)[1]  # a band never leaves the values its metric can take
+    lower, upper = max(mean - half, low), min(mean + half, high)
     level = f"{1.0 - (1.0 - confidence) / 2.0:g}"
     return Band(
         metric=metric,
-        lower=mean - half,
-        upper=mean + half,
+        lower=lower,
+        upper=upper,
         reference=reference,
         direction=direction,
         provenance="calibrated",
         method=(
             f"prediction interval mean ± t(n-1, {level})·s·√(1+1/n) over {n} seed-varied reruns, "
             f"half-width at least {RESOLUTION_ULPS} float32 ULPs"
+            + ("" if (lower, upper) == (mean - half, mean + half) else f", clipped to the metric's domain [{low:g}, {high:g}]")
         ),
         runs=list(runs),
         spread={

@@ -51,6 +51,14 @@ class RunResult:
     evaluated: bool = False
 
 
+def crash_signature(log_tail: str) -> str:
+    """The last non-empty line of a crashed run's log, addresses masked: equal for a crash that repeats."""
+    import re
+
+    lines = [line.strip() for line in log_tail.splitlines() if line.strip()]
+    return re.sub(r"0x[0-9a-fA-F]+", "0x…", lines[-1]) if lines else ""
+
+
 def _home(workspace: Workspace) -> Path:
     """A HOME of the rebuild's own, so it never reads the auditor's ~/.aws, ~/.netrc or caches."""
     home = workspace.root / "home"
@@ -91,6 +99,7 @@ def run_recipe(
         why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
         error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log is in the report)")
         error.log_tail = outcome.log_tail
+        error.timed_out = outcome.timed_out
         raise error
     metrics_path = output_dir / METRICS_FILE
     try:

@@ -119,7 +119,9 @@ def train(cfg: dict, data: dict[str, torch.Tensor], loader_kwargs: dict) -> tupl
         if cfg.get("fail_at_epoch") is not None and epoch == int(cfg["fail_at_epoch"]):
             raise RuntimeError(f"fail_at_epoch={epoch}: planted failure")
         if cfg.get("rebuild_fail_at_epoch") is not None and epoch == int(cfg["rebuild_fail_at_epoch"]) and os.environ.get("REPRO_REBUILD") == "1":
-            raise RuntimeError(f"rebuild_fail_at_epoch={epoch}: planted failure during the audit's rebuild")
+            # a flaky machine, not a broken recipe: the failure differs from one attempt to the next (pid), so
+            # the audit's second attempt does not see a persistent recipe failure and says ERROR (retry)
+            raise RuntimeError(f"rebuild_fail_at_epoch={epoch}: planted failure during the audit's rebuild (process {os.getpid()})")
         model.train()
         total = 0.0
         for xb, yb in loader:

@@ -26,7 +26,7 @@ from auditor.rebuild.runners import RunOutcome
 from auditor.rebuild.workspace import Workspace
 from auditor.registry.memory import MemoryRegistry
 from auditor.settings import Settings
-from auditor.tags import TAG_AUDIT_DATE, TAG_BANDS, TAG_REPORT, TAG_VERDICT
+from auditor.tags import TAG_AUDIT_DATE, TAG_BANDS, TAG_CALIBRATION, TAG_REPORT, TAG_VERDICT
 from tests.fixtures.records import complete_record
 
 METRICS = {"auc": 0.91, "accuracy": 0.85}
@@ -55,6 +55,7 @@ class FakeRunner:
 
 
 def write(spec, *, metrics=METRICS, weights: bytes | None = None, evaluated: bool = False):
+    (spec.output_dir / "run_record.json").write_text(complete_record().to_json())  # the rebuild's own record
     if metrics is not None:
         (spec.output_dir / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
     if weights is not None:
@@ -126,10 +127,11 @@ def test_no_rebuilt_weights_is_not_reproducible(world, monkeypatch):
     assert result.tiers["bitwise"].status == "fail"
 
 
-def test_different_weights_without_a_band_are_out_of_tolerance(world, monkeypatch):
+def test_different_weights_without_a_measured_floor_are_out_of_tolerance(world, monkeypatch):
     result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.5), evaluated=ev))
     assert result.verdict is Verdict.OUT_OF_TOLERANCE
-    assert result.tiers["bitwise"].status == "fail" and result.tiers["statistical"].status == "skipped"
+    assert result.tiers["bitwise"].status == "fail" and result.tiers["statistical"].status == "fail"
+    assert "no same-seed floor" in result.tiers["statistical"].summary
 
 
 def _set_bands(world, **bands):
@@ -137,10 +139,62 @@ def _set_bands(world, **bands):
     registry.set_bands(info, bands_to_json({m: Band(metric=m, lower=lo, upper=hi) for m, (lo, hi) in bands.items()}))
 
 
-def test_different_weights_inside_every_band_are_within_tolerance(world, monkeypatch):
+def _set_floor(world, *, bit_identical: bool, max_abs: float, platform=None):
+    """A calibration document as `calibrate` stores it (the rebuilds here record no platform: {} matches {})."""
+    from auditor.judge.floors import Calibration, FloorRun, SameSeedFloor
+
+    registry, info, _ = world
+    from auditor.judge.floors import platform_fingerprint
+
+    runs = [FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="a" if bit_identical else "b")]
+    platform = platform if platform is not None else platform_fingerprint(complete_record().environment)
+    floor = SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=max_abs, platform=platform)
+    calibration = Calibration(same_seed=floor, seed_varied=[FloorRun(seed=s) for s in range(5)])
+    registry.set_tags(info, {TAG_CALIBRATION: calibration.to_json()})
+
+
+def test_different_weights_inside_every_band_and_the_floor_are_within_tolerance(world, monkeypatch):
     _set_bands(world, auc=(0.9, 0.92), accuracy=(0.84, 0.86))
+    _set_floor(world, bit_identical=False, max_abs=1.0)
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
+    assert result.verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE, result.tiers["statistical"]
+    assert "within the same-seed floor" in result.tiers["statistical"].summary
+
+
+def test_a_recipe_bit_identical_here_that_rebuilds_differently_is_out_of_tolerance_whatever_the_bands(world, monkeypatch):
+    _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))  # wide bands must not overrule the evidence
+    _set_floor(world, bit_identical=True, max_abs=0.0)
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.0000001), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert "bit-identical on this platform" in result.tiers["statistical"].summary
+    assert "does not pin" in result.tiers["statistical"].summary
+
+
+def test_weights_farther_than_the_same_seed_floor_are_out_of_tolerance(world, monkeypatch):
+    _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
+    _set_floor(world, bit_identical=False, max_abs=1e-3)
     result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.5), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert "farther from the registered ones" in result.tiers["statistical"].summary
+
+
+def test_another_platform_falls_back_to_the_bands_and_says_so(world, monkeypatch):
+    _set_bands(world, auc=(0.9, 0.92), accuracy=(0.84, 0.86))
+    _set_floor(world, bit_identical=True, max_abs=0.0, platform={"machine": "aarch64", "cpu_model": "another cpu"})
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
     assert result.verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE
+    warning = next(d for d in result.tiers["statistical"].details if d.startswith("warning:"))
+    assert "another platform" in warning and "aarch64" in warning
+
+
+def test_a_rebuild_of_another_architecture_is_never_reproduced(world, monkeypatch):
+    _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
+    _set_floor(world, bit_identical=False, max_abs=1e9)
+    other = save({"w": np.ones((4, 5), dtype=np.float32), "b": np.arange(3, dtype=np.float32), "extra": np.zeros(2, dtype=np.float32)})
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else other, evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert "another model" in result.tiers["statistical"].summary
+    assert any("only in the rebuild: extra" in d for d in result.tiers["statistical"].details)
 
 
 def test_a_metric_outside_its_band_is_out_of_tolerance_even_with_identical_weights(world, monkeypatch):
@@ -158,14 +212,52 @@ def test_a_malformed_band_is_an_error_naming_the_tag(world, monkeypatch):
     assert TAG_BANDS in result.error
 
 
-def test_a_crash_is_an_error_with_the_log_tail(world, monkeypatch):
-    def crash(spec, ev):
-        return RunOutcome(exit_code=1, wall_s=0.01, log="Traceback: boom\n", log_path=spec.output_dir / "log")
+def _crashing(messages):
+    """Evaluates fine; the n-th rebuild crashes with messages[n] (None: trains faithfully)."""
+    calls = []
 
-    result, _ = run_audit(world, monkeypatch, crash)
+    def behave(spec, ev):
+        if ev:
+            return faithful(spec, ev)
+        calls.append(spec)
+        message = messages[len(calls) - 1] if len(calls) <= len(messages) else None
+        if message is None:
+            return faithful(spec, ev)
+        return RunOutcome(exit_code=1, wall_s=0.01, log=f"epoch 0\nTraceback (most recent call last):\n{message}\n", log_path=spec.output_dir / "log")
+
+    return behave
+
+
+def test_a_crash_that_repeats_identically_is_a_persistent_recipe_failure(world, monkeypatch):
+    result, runner = run_audit(world, monkeypatch, _crashing(["RuntimeError: boom at 0x7f01", "RuntimeError: boom at 0x7f99"]))
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert "persistent recipe failure" in result.error and "RuntimeError: boom" in result.error
+    assert "boom" in result.log_tail and len(runner.specs) == 3  # evaluation, rebuild, rebuild again
+
+
+def test_a_crash_that_does_not_repeat_is_an_error_to_retry(world, monkeypatch):
+    result, _ = run_audit(world, monkeypatch, _crashing(["MemoryError", "OSError: [Errno 28] No space left on device"]))
     assert result.verdict is Verdict.ERROR
-    assert "exited with code 1" in result.error and "boom" in result.log_tail
+    assert "exited with code 1" in result.error and "No space left" in result.log_tail
     assert exit_code(result.verdict.value) == 3
+
+
+def test_a_crash_once_then_a_clean_rebuild_is_judged_on_the_clean_one(world, monkeypatch):
+    result, runner = run_audit(world, monkeypatch, _crashing(["MemoryError"]))
+    assert result.verdict is Verdict.REPRODUCED_BITWISE and len(runner.specs) == 3
+
+
+def test_a_crash_re_evaluating_the_registered_weights_fails_artifact_recovery(world, monkeypatch):
+    def shape_mismatch(spec, ev):
+        if ev:
+            return RunOutcome(exit_code=1, wall_s=0.01, log="RuntimeError: size mismatch for w: copying a param with shape torch.Size([4, 3])\n", log_path=spec.output_dir / "log")
+        return faithful(spec, ev)
+
+    result, runner = run_audit(world, monkeypatch, shape_mismatch)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    recovery = result.tiers["artifact_recovery"]
+    assert recovery.status == "fail" and "size mismatch" in recovery.summary
+    assert len(runner.specs) == 1  # no rebuild is judged against weights the recipe cannot load
 
 
 def test_a_timeout_is_an_error_saying_so(world, monkeypatch):
