@@ -278,6 +278,11 @@ def _read_record(a: _Audit) -> None:
         a.findings = [finding or Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")]
         return
     a.findings = _gate(a.record, a.diff)
+    if a.info.run_deleted:
+        a.findings.append(Finding(
+            code="run.deleted", path="record", severity="warning",
+            message=f"run {a.info.run_id} of {a.info.ref} is deleted (not yet purged): the next `mlflow gc` destroys its record and weights",
+            hint=f"restore it: `mlflow runs restore --run-id {a.info.run_id}`"))
     a.evidence["record"] = a.record.digest()
     a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
     if a.record.environment and a.record.environment.image_digest:
@@ -386,6 +391,12 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
         a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
     elif rebuilt.weights is None:
         a.unrecoverable = f"the rebuild left no {WEIGHTS_FILE}"
+    elif a.recovery is not None and a.recovery.expected_sha256 and rebuilt.weights_sha256:
+        # the registered file is gone: the rebuild is held to the sha256 the record holds for it
+        from auditor.judge.result import WeightDiff
+
+        same = rebuilt.weights_sha256.removeprefix("sha256:") == a.recovery.expected_sha256.removeprefix("sha256:")
+        a.weight_diff = WeightDiff(identical=same, sha256_a="sha256:" + a.recovery.expected_sha256.removeprefix("sha256:"), sha256_b=rebuilt.weights_sha256)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = _drift(a.record, rebuilt)
 

@@ -195,8 +195,14 @@ def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | No
         return TierResult(name="bitwise", status="error", summary=f"not judged: {error}")
     if diff is None:
         return TierResult(name="bitwise", status="skipped", summary="no rebuilt weights to compare")
+    if diff.identical and diff.tensors == 0 and diff.sha256_a:
+        return TierResult(name="bitwise", status="pass",
+                          summary=f"the rebuilt weights hash to the recorded sha256 {diff.sha256_a} (compared by hash: the registered file is missing)")
     if diff.identical:
         return TierResult(name="bitwise", status="pass", summary=f"all {diff.tensors} tensor(s) bit-identical")
+    if diff.tensors == 0 and diff.sha256_a:
+        return TierResult(name="bitwise", status="fail",
+                          summary=f"the rebuilt weights hash to {diff.sha256_b}, the record says {diff.sha256_a} (compared by hash: the registered file is missing)")
     details = [f"only in registered: {name}" for name in diff.only_in_a]
     details += [f"only in rebuild: {name}" for name in diff.only_in_b]
     details += [f"shape or dtype differs: {name}" for name in diff.mismatched]

@@ -57,6 +57,7 @@ class ModelVersionInfo:
     source: str | None = None
     creation_ts: int | None = None  # milliseconds since the epoch, as MLflow stores it
     run_tags: Mapping[str, str] = field(default_factory=dict)  # the run's ``repro.*`` tags, when looked up
+    run_deleted: bool = False  # the run is deleted but not purged: the next ``mlflow gc`` destroys it
 
     @property
     def ref(self) -> str:
@@ -99,11 +100,18 @@ class RecordMissing(NotFound):
     def __init__(self, info: ModelVersionInfo, why: str) -> None:
         self.info = info
         self.why = why
-        message = f"version {info.version} of {info.name!r} was registered without a run record ({why})"
-        hint = "register versions through auditor.track(...) and auditor.register_model(run, name)"
+        if info.record_digest:  # it was registered with one (its digest is on the version): lost since
+            code = "record.lost"
+            message = (f"the run record of version {info.version} of {info.name!r} is lost: it was registered "
+                       f"with digest {info.record_digest}, but {why}")
+            hint = "restore the run's artifacts from a backup; without its record the version cannot be rebuilt"
+        else:
+            code = "record.missing"
+            message = f"version {info.version} of {info.name!r} was registered without a run record ({why})"
+            hint = "register versions through auditor.track(...) and auditor.register_model(run, name)"
         super().__init__(message, hint=hint)
         self.finding = Finding(
-            code="record.missing",
+            code=code,
             path="record",
             severity="blocking",
             message=message,

@@ -31,6 +31,7 @@ _INSTANCES_LOCK = threading.Lock()
 class _Run:
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+    deleted: bool = False
 
 
 @dataclass
@@ -74,6 +75,11 @@ class MemoryRegistry(Registry):
         with self._lock:
             self._runs[run_id] = _Run(dict(tags or {}), dict(artifacts or {}))
         return run_id
+
+    def delete_run(self, run_id: str) -> None:
+        """Mark a run deleted, as ``MlflowClient.delete_run`` does (artifacts stay until a purge)."""
+        with self._lock:
+            self._run(run_id).deleted = True
 
     def put_artifact(self, run_id: str, path: str, data: bytes) -> None:
         """Add or replace one artifact of a run (tests use it to tamper with a record)."""
@@ -206,8 +212,10 @@ class MemoryRegistry(Registry):
     def _info(self, version: _Version) -> ModelVersionInfo:
         aliases = tuple(sorted(a for a, v in self._aliases.get(version.name, {}).items() if v == version.version))
         run_tags: dict[str, str] = {}
+        deleted = False
         if version.run_id is not None and version.run_id in self._runs:
             run_tags = own_tags(self._runs[version.run_id].tags)
+            deleted = self._runs[version.run_id].deleted
         return ModelVersionInfo(
             name=version.name,
             version=str(version.version),
@@ -217,4 +225,5 @@ class MemoryRegistry(Registry):
             source=version.source,
             creation_ts=version.creation_ts,
             run_tags=run_tags,
+            run_deleted=deleted,
         )

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -225,19 +226,21 @@ class MlflowRegistry(Registry):
 
     def _with_run_tags(self, mv: Any) -> ModelVersionInfo:
         run_tags: dict[str, str] = {}
+        deleted = False
         if mv.run_id:
             from mlflow.exceptions import MlflowException
 
             try:
                 run = self.client.get_run(mv.run_id)
                 run_tags = own_tags(run.data.tags)
+                deleted = run.info.lifecycle_stage == "deleted"
                 self._artifact_uris[mv.run_id] = run.info.artifact_uri
             except MlflowException as exc:
                 # A deleted or purged run is data about this version; load_record reports it precisely.
                 if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
                     with mlflow_errors(f"run {mv.run_id}", self.uri):
                         raise
-        return self._info(mv, tuple(sorted(mv.aliases or ())), run_tags)
+        return replace(self._info(mv, tuple(sorted(mv.aliases or ())), run_tags), run_deleted=deleted)
 
     @staticmethod
     def _info(mv: Any, aliases: tuple[str, ...], run_tags: Mapping[str, str]) -> ModelVersionInfo:

@@ -363,3 +363,34 @@ def test_exit_codes_come_from_one_table():
     assert exit_code(BadInput("x")) == 2 and exit_code(InfrastructureError("x")) == 3
     assert exit_code(InputUnrecoverable("x")) == 1 and exit_code(RuntimeError("x")) == 3
 
+
+
+# -- MLflow lifecycle ---------------------------------------------------------------------------------
+def test_a_deleted_run_is_a_warning_naming_mlflow_gc(world, monkeypatch):
+    registry, info, _ = world
+    registry.delete_run(info.run_id)
+    result, _ = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.REPRODUCED_BITWISE  # still there today, so still rebuilt and judged
+    warning = next(f for f in result.findings if f.code == "run.deleted")
+    assert not warning.blocking and "mlflow gc" in warning.message and info.run_id in warning.hint
+
+
+def test_a_record_lost_after_registration_is_worded_as_lost(world, monkeypatch):
+    registry, info, _ = world
+    del registry._runs[info.run_id].artifacts["repro/run_record.json"]  # the artifact store lost it
+    result, runner = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE and runner.specs == []
+    finding = result.findings[0]
+    assert finding.code == "record.lost" and "is lost" in finding.message and "registered without" not in finding.message
+
+
+def test_missing_registered_weights_are_compared_by_the_recorded_hash(world, monkeypatch):
+    registry, info, _ = world
+    del registry._runs[info.run_id].artifacts["model/model.safetensors"]
+    result, _ = run_audit(world, monkeypatch, faithful)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE  # the registered artifact is not recovered
+    assert result.tiers["artifact_recovery"].status == "fail"
+    bitwise = result.tiers["bitwise"]
+    assert bitwise.status == "pass" and "hash to the recorded sha256" in bitwise.summary
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(3.0), evaluated=ev))
+    assert result.tiers["bitwise"].status == "fail" and "the record says" in result.tiers["bitwise"].summary

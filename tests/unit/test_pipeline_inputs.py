@@ -13,7 +13,15 @@ def test_an_unknown_runner_is_bad_input_raised_before_anything_is_judged(tmp_pat
         pipeline.audit("models:/anything/1", runner="Docker", settings=settings)
 
 
-def test_calibration_needs_at_least_two_reruns(tmp_path):
+@pytest.mark.parametrize("reruns", [0, 1, 2])
+def test_calibration_refuses_fewer_than_three_seed_varied_reruns_before_any_work(tmp_path, reruns):
     settings = Settings.from_env({"MLFLOW_TRACKING_URI": "memory://empty", "REPRO_HOME": str(tmp_path)})
-    with pytest.raises(BadInput, match="at least 2 reruns"):
-        pipeline.calibrate("models:/anything/1", reruns=1, settings=settings)
+    with pytest.raises(BadInput, match="at least 3 seed-varied reruns"):
+        pipeline.calibrate("models:/anything/1", reruns=reruns, settings=settings)
+    assert not (tmp_path / "work").exists()  # nothing was prepared, let alone trained
+
+
+def test_calibration_refuses_fewer_than_two_same_seed_reruns(tmp_path):
+    settings = Settings.from_env({"MLFLOW_TRACKING_URI": "memory://empty", "REPRO_HOME": str(tmp_path)})
+    with pytest.raises(BadInput, match="at least 2 same-seed reruns"):
+        pipeline.calibrate("models:/anything/1", reruns=5, same_seed=1, settings=settings)
