@@ -423,7 +423,8 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         shutil.rmtree(a.tmp, ignore_errors=True)
     verdict, tiers = judge(findings=a.findings, recovery=a.recovery, metric_results=a.metric_results, weight_diff=a.weight_diff, error=a.error, unrecoverable=a.unrecoverable,
                            floor=a.calibration.same_seed if a.calibration else None, platform=a.platform,
-                           calibration_findings=a.calibration.findings() if a.calibration else ())
+                           calibration_findings=a.calibration.findings() if a.calibration else (),
+                           deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic))
     a.timings.wall_s = round(time.monotonic() - clock, 3)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
     return AuditResult(

@@ -26,6 +26,8 @@ The overall verdict, first rule that applies:
 4. ``OUT_OF_TOLERANCE`` when the statistical tier fails. Weights that are not bit-identical fail it:
    - when same-seed calibration was bit-identical on a matching platform: the recipe is
      deterministic here, so any difference means an input the record does not pin;
+   - when same-seed reruns differ on a CPU with deterministic algorithms on (``deterministic``):
+     there the only source of such noise is a generator no recorded seed controls;
    - when they lie farther from the registered weights than the same-seed floor allows;
    - when no same-seed floor was measured at all (nothing says how far they may differ).
    On a platform other than the calibration's, the weights are not held to the floor: the metric
@@ -127,7 +129,8 @@ def _recovery(check: RecoveryCheck | None) -> TierResult:
     return TierResult(name="artifact_recovery", status="pass", summary=summary, details=notes)
 
 
-def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platform: dict | None) -> tuple[bool | None, str, list[str]]:
+def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platform: dict | None,
+                   deterministic: bool = False) -> tuple[bool | None, str, list[str]]:
     """Whether weights that are not bit-identical are still a reproduction: (ok or None, why, warnings).
 
     None means the weights are not judged here: bit-identical, another model (rule 3), no weights, or
@@ -145,6 +148,9 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
     if floor.bit_identical:
         return False, (f"the recipe is bit-identical on this platform ({floor.n} same-seed reruns gave one weights hash), "
                        "so a rebuild that differs means an input the record does not pin"), []
+    if deterministic and not floor.platform.get("accelerator"):
+        return False, (f"{floor.n} same-seed reruns differ although the run is on CPU with deterministic algorithms on, "
+                       "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator)"), []
     return (*check_floor(diff, floor), [])
 
 
@@ -226,18 +232,20 @@ def judge(
     floor: SameSeedFloor | None = None,
     platform: dict | None = None,
     calibration_findings: Sequence[str] = (),
+    deterministic: bool = False,
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
     ``error`` is a failure that produced no evidence (retryable); ``unrecoverable`` is a recorded input
     that cannot be recovered or a recipe that left no outputs, which no retry fixes. ``floor`` is the
-    version's same-seed calibration, ``platform`` the rebuild's fingerprint (``floors.platform_fingerprint``).
+    version's same-seed calibration, ``platform`` the rebuild's fingerprint (``floors.platform_fingerprint``),
+    ``deterministic`` whether the record says the run had deterministic algorithms on.
     """
     structure = structure_problems(weight_diff) if weight_diff is not None else []
     tiers = {
         "lineage": _lineage(findings),
         "artifact_recovery": _recovery(recovery),
-        "statistical": _statistical(metric_results, unrecoverable, error, _weights_check(weight_diff, floor, platform)),
+        "statistical": _statistical(metric_results, unrecoverable, error, _weights_check(weight_diff, floor, platform, deterministic)),
         "bitwise": _bitwise(weight_diff, unrecoverable, error),
     }
     if calibration_findings:  # said on the tier the calibration feeds, whatever the verdict

@@ -54,8 +54,17 @@ class FakeRunner:
         return RunOutcome(exit_code=0, wall_s=0.01, log="trained\n", log_path=spec.output_dir / "log")
 
 
+def _on_gpu():
+    record = complete_record()
+    return record.model_copy(update={"environment": record.environment.model_copy(update={"accelerator": "NVIDIA H200", "accelerator_count": 1})})
+
+
+#: the rebuilds here record a GPU platform (where same-seed noise is legitimate), unless a test says CPU
+REBUILD_RECORD = {"record": _on_gpu()}
+
+
 def write(spec, *, metrics=METRICS, weights: bytes | None = None, evaluated: bool = False):
-    (spec.output_dir / "run_record.json").write_text(complete_record().to_json())  # the rebuild's own record
+    (spec.output_dir / "run_record.json").write_text(REBUILD_RECORD["record"].to_json())  # the rebuild's own record
     if metrics is not None:
         (spec.output_dir / "metrics.json").write_text(metrics if isinstance(metrics, str) else json.dumps(metrics))
     if weights is not None:
@@ -147,7 +156,7 @@ def _set_floor(world, *, bit_identical: bool, max_abs: float, platform=None):
     from auditor.judge.floors import platform_fingerprint
 
     runs = [FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="a" if bit_identical else "b")]
-    platform = platform if platform is not None else platform_fingerprint(complete_record().environment)
+    platform = platform if platform is not None else platform_fingerprint(REBUILD_RECORD["record"].environment)
     floor = SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=max_abs, platform=platform)
     calibration = Calibration(same_seed=floor, seed_varied=[FloorRun(seed=s) for s in range(5)])
     registry.set_tags(info, {TAG_CALIBRATION: calibration.to_json()})
@@ -159,6 +168,15 @@ def test_different_weights_inside_every_band_and_the_floor_are_within_tolerance(
     result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
     assert result.verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE, result.tiers["statistical"]
     assert "within the same-seed floor" in result.tiers["statistical"].summary
+
+
+def test_same_seed_noise_on_a_deterministic_cpu_run_is_an_unseeded_generator(world, monkeypatch):
+    monkeypatch.setitem(REBUILD_RECORD, "record", complete_record())  # CPU, deterministic algorithms on
+    _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
+    _set_floor(world, bit_identical=False, max_abs=1.0)
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert "unseeded generator" in result.tiers["statistical"].summary
 
 
 def test_a_recipe_bit_identical_here_that_rebuilds_differently_is_out_of_tolerance_whatever_the_bands(world, monkeypatch):
