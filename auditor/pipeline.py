@@ -42,7 +42,7 @@ from auditor.settings import Settings, get_settings
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
 
 __all__ = [
-    "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
+    "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
     "make_runner", "nightly", "publish_audit", "publish_summary", "rebuild", "sample",
 ]
 
@@ -131,6 +131,11 @@ def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings:
 
 
 # -- calibrate --------------------------------------------------------------------------
+class Bands(dict):
+    """``calibrate``'s answer: one band per metric, and the calibration they came from (its findings)."""
+
+    calibration: Any = None  # judge.floors.Calibration
+
 def calibration_seeds(seed: int, reruns: int) -> list[int]:
     """The seeds of a calibration's reruns: derived from the recorded one, never equal to it."""
     from auditor.seeds import derive_seed
@@ -224,10 +229,9 @@ def calibrate(
         seed_ignored=len(hashes) == 1 and None not in hashes,
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
-    bands = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
+    bands = Bands(bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at))
+    bands.calibration = calibration
     registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
-    for line in calibration.findings():
-        progress(f"finding: {line}")
     return bands
 
 

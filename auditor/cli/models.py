@@ -82,15 +82,30 @@ def calibrate_cmd(
     with _progress(not json_out) as progress:
         bands = pipeline.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
                                    runner=runner or settings.runner, settings=settings, progress=progress)
+    calibration = bands.calibration
+    findings = calibration.findings() if calibration else []
     if json_out:
         emit_json({name: band.model_dump() for name, band in bands.items()})
+        for line in findings:
+            from auditor.cli.output import error
+
+            error(f"finding: {line}")
         return
-    table = Table(title=f"tolerance bands for {model_ref} ({reruns} reruns)")
+    floor = calibration.same_seed if calibration else None
+    out = console()
+    if floor is not None:
+        if floor.bit_identical:
+            out.print(f"same-seed floor: bit-identical over {floor.n} reruns (any difference in an audit is a divergence)")
+        else:
+            out.print(f"same-seed floor over {floor.n} reruns: max |Δ| {floor.max_abs:.3g}, rel L2 {floor.rel_l2:.3g}")
+    table = Table(title=f"tolerance bands for {model_ref} ({reruns} seed-varied reruns)")
     for column in ("metric", "lower", "upper", "mean", "std", "direction"):
         table.add_column(column)
     for name, band in sorted(bands.items()):
         table.add_row(name, f"{band.lower:.6g}", f"{band.upper:.6g}", f"{band.spread.get('mean', float('nan')):.6g}", f"{band.spread.get('std', float('nan')):.3g}", band.direction)
-    console().print(table)
+    out.print(table)
+    for line in findings:
+        out.print(f"[bold yellow]finding:[/] {line}")
 
 
 @app.command("audit")
