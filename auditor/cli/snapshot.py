@@ -107,6 +107,12 @@ def create(
             from auditor.snapshots.delta import create_delta_snapshot
 
             info = create_delta_snapshot(source, uri, version=table_version, progress=progress)
+            from auditor.snapshots.delta import delta_retention
+            from auditor.snapshots.store import load_manifest
+
+            warning = delta_retention(source, load_manifest(info.id, uri).origin["version"]).warning()
+            if warning:
+                _say(f"warning: {warning}")
         elif iceberg:
             from auditor.snapshots.iceberg import create_iceberg_snapshot
 

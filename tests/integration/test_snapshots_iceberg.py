@@ -154,3 +154,27 @@ def test_a_password_in_the_catalog_uri_is_not_recorded():
 
     props = recorded_properties({"uri": "postgresql://alice:s3cret@db:5432/cat", "type": "sql", "credential": "tok"})
     assert props == {"uri": "postgresql://alice@db:5432/cat", "type": "sql"}
+
+
+# -- the same guard for Delta, as far as the format allows -------------------------------------------------------------
+def test_the_delta_guard_reads_retention_and_warns_once_the_pinned_version_is_not_the_latest(capsys, tmp_path):
+    """Delta has no per-version tag: the guard can only say until when vacuum leaves the pinned files alone."""
+    deltalake = pytest.importorskip("deltalake")
+    from auditor.snapshots.delta import delta_retention, parse_interval
+
+    path = tmp_path / "delta"
+    deltalake.write_deltalake(path, pa.table({"id": [1, 2]}))
+    assert delta_retention(path, 0).safe_until is None  # the latest version: nothing of it was removed yet
+    deltalake.write_deltalake(path, pa.table({"id": [3]}), mode="overwrite")
+    first_after = next(h for h in deltalake.DeltaTable(path).history() if h["version"] == 1)["timestamp"]
+    guard = delta_retention(path, 0)
+    assert guard.file_retention == timedelta(days=7) and guard.log_retention == timedelta(days=30)  # protocol defaults
+    assert guard.safe_until == datetime.fromtimestamp(first_after / 1000, tz=timezone.utc) + timedelta(days=7)
+    assert "safe from vacuum only until" in guard.warning()
+    assert "may already be vacuumed" in guard.warning(now=guard.safe_until + timedelta(seconds=1))
+    deltalake.DeltaTable(path).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 365 days"})
+    assert delta_retention(path, 0).file_retention == timedelta(days=365)
+    assert parse_interval("interval 2 hours") == timedelta(hours=2)
+    with pytest.raises(SystemExit) as exited:
+        main(["snapshot", "create", str(path), "--delta", "--table-version", "0", "--store", str(tmp_path / "store")])
+    assert exited.value.code == 0 and "Delta cannot protect one version" in capsys.readouterr().err
