@@ -32,7 +32,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ class DeltaRetention:
         """A sentence for the user when the version is no longer the latest, else None."""
         if self.safe_until is None:
             return None
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         when = self.safe_until.strftime("%Y-%m-%d %H:%M UTC")
         state = "may already be vacuumed" if self.safe_until <= now else f"are safe from vacuum only until {when}"
         return (
@@ -161,5 +161,5 @@ def delta_retention(
     if later:
         # Only commits after the pinned version can remove its files: none is vacuumable before the first one + retention.
         first = min(later, key=lambda h: h["version"])
-        safe_until = datetime.fromtimestamp(first["timestamp"] / 1000, tz=timezone.utc) + files
+        safe_until = datetime.fromtimestamp(first["timestamp"] / 1000, tz=UTC) + files
     return DeltaRetention(str(table_uri), version, files, logs, safe_until)

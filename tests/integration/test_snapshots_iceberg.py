@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -46,7 +46,7 @@ def _first(tbl) -> int:
 
 def _expire_everything_older_than_now(cat) -> None:
     tbl = cat.load_table("shop.orders")
-    tbl.maintenance.expire_snapshots().older_than(datetime.now(timezone.utc) + timedelta(seconds=1)).commit()
+    tbl.maintenance.expire_snapshots().older_than(datetime.now(UTC) + timedelta(seconds=1)).commit()
 
 
 def _pin(catalog, tmp_path, snapshot_id, **kw):
@@ -169,7 +169,7 @@ def test_the_delta_guard_reads_retention_and_warns_once_the_pinned_version_is_no
     first_after = next(h for h in deltalake.DeltaTable(path).history() if h["version"] == 1)["timestamp"]
     guard = delta_retention(path, 0)
     assert guard.file_retention == timedelta(days=7) and guard.log_retention == timedelta(days=30)  # protocol defaults
-    assert guard.safe_until == datetime.fromtimestamp(first_after / 1000, tz=timezone.utc) + timedelta(days=7)
+    assert guard.safe_until == datetime.fromtimestamp(first_after / 1000, tz=UTC) + timedelta(days=7)
     assert "safe from vacuum only until" in guard.warning()
     assert "may already be vacuumed" in guard.warning(now=guard.safe_until + timedelta(seconds=1))
     deltalake.DeltaTable(path).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 365 days"})
