@@ -16,7 +16,7 @@ import typer
 
 from auditor.cli import app
 from auditor.cli.output import emit_json
-from auditor.errors import SnapshotCorrupt
+from auditor.errors import BadInput, SnapshotCorrupt
 from auditor.settings import get_settings
 from auditor.snapshots.hashing import ProgressFn
 
@@ -74,19 +74,58 @@ def _progress(enabled: bool) -> Iterator[ProgressFn | None]:
 
 @snapshot_app.command("create")
 def create(
-    source: str = typer.Argument(..., help="a directory; s3://bucket/prefix to pin object versions; a table with --delta"),
+    source: str = typer.Argument(
+        ...,
+        help="a directory or a single file; s3://bucket/prefix to pin object versions; a table with --delta or "
+        "--iceberg; a DVC-tracked path with --dvc",
+    ),
     store: str | None = typer.Option(None, "--store", help=_STORE_HELP),
     delta: bool = typer.Option(False, "--delta", help="SOURCE is a Delta Lake table: pin a version and its files"),
     table_version: int | None = typer.Option(None, "--table-version", help="Delta version to pin (default: latest)"),
+    iceberg: bool = typer.Option(False, "--iceberg", help="SOURCE is an Iceberg table identifier (ns.table): pin a snapshot"),
+    catalog: str = typer.Option("default", "--catalog", help="Iceberg catalog name (its settings: PYICEBERG_CATALOG__NAME__*)"),
+    catalog_uri: str | None = typer.Option(None, "--catalog-uri", help="Iceberg catalog uri, e.g. sqlite:////abs/catalog.db"),
+    warehouse: str | None = typer.Option(None, "--warehouse", help="Iceberg catalog warehouse, e.g. file:///abs/warehouse"),
+    snapshot_id: int | None = typer.Option(None, "--snapshot-id", help="Iceberg snapshot to pin (default: current)"),
+    no_guard: bool = typer.Option(False, "--no-guard", help="do not tag the Iceberg snapshot against expire_snapshots"),
+    dvc: bool = typer.Option(False, "--dvc", help="SOURCE is a DVC-tracked path (relative to --repo): pin it at --rev"),
+    repo: Path = typer.Option(Path("."), "--repo", help="the git+DVC repository for --dvc"),
+    rev: str = typer.Option("HEAD", "--rev", help="git revision for --dvc (recorded as its commit)"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON object instead of the bare id"),
 ) -> None:
-    """Snapshot SOURCE into the store and print the snapshot id."""
+    """Snapshot SOURCE into the store and print the snapshot id.
+
+    A single FILE makes a snapshot of that one file; like every snapshot it
+    materialises as a folder, holding the file under its own name (so in
+    training, run.data_path(NAME) / "FILE-NAME").
+    """
     uri = _store(store)
+    if sum((delta, iceberg, dvc)) > 1:
+        raise BadInput("--delta, --iceberg and --dvc each name a different kind of SOURCE", hint="pass one of them")
     with _progress(not json_out) as progress:
         if delta:
             from auditor.snapshots.delta import create_delta_snapshot
 
             info = create_delta_snapshot(source, uri, version=table_version, progress=progress)
+            from auditor.snapshots.delta import delta_retention
+            from auditor.snapshots.store import load_manifest
+
+            warning = delta_retention(source, load_manifest(info.id, uri).origin["version"]).warning()
+            if warning:
+                _say(f"warning: {warning}")
+        elif iceberg:
+            from auditor.snapshots.iceberg import create_iceberg_snapshot
+
+            props = {k: v for k, v in (("uri", catalog_uri), ("warehouse", warehouse)) if v}
+            if catalog_uri and catalog_uri.startswith(("sqlite:", "postgresql", "mysql")):
+                props.setdefault("type", "sql")
+            info = create_iceberg_snapshot(
+                source, uri, catalog=catalog, catalog_properties=props, snapshot_id=snapshot_id, guard=not no_guard, progress=progress
+            )
+        elif dvc:
+            from auditor.snapshots.dvc import create_dvc_snapshot
+
+            info = create_dvc_snapshot(repo, source, uri, rev=rev, progress=progress)
         elif source.startswith("s3://"):
             from auditor.snapshots.reference import create_reference_snapshot
 
@@ -106,10 +145,14 @@ def create(
 def verify(
     snapshot_id: str = typer.Argument(..., help="blake3:<64 hex>"),
     store: str | None = typer.Option(None, "--store", help=_STORE_HELP),
-    path: Path | None = typer.Option(None, "--path", help="compare this directory with the manifest instead"),
+    path: Path | None = typer.Option(None, "--path", help="compare this directory (or, for a one-file snapshot, this file) with the manifest instead"),
     json_out: bool = typer.Option(False, "--json", help="print the problems as JSON"),
 ) -> None:
-    """Re-hash every byte of a snapshot; exit 1 naming each missing, extra, changed or truncated path."""
+    """Re-hash every byte of a snapshot; exit 1 naming each missing, extra, changed or truncated path.
+
+    Iceberg snapshots are also looked up in their table: an expired one is lost,
+    one whose retention tag is gone is unguarded.
+    """
     from auditor.snapshots.store import verify_snapshot
 
     with _progress(not json_out) as progress:
@@ -130,7 +173,10 @@ def materialize(
     copy: bool = typer.Option(False, "--copy", help="copy files instead of hard-linking them from a local store"),
     json_out: bool = typer.Option(False, "--json", help="print a JSON object"),
 ) -> None:
-    """Write a verified copy of the snapshot to DEST, or leave nothing there."""
+    """Write a verified copy of the snapshot to DEST, or leave nothing there.
+
+    DEST is always a folder: a one-file snapshot gives DEST/<file name>.
+    """
     from auditor.snapshots.store import materialize as build
 
     with _progress(not json_out) as progress:

@@ -56,7 +56,8 @@ class SnapshotInfo:
 
 @dataclass(frozen=True)
 class Problem:
-    """One verification failure: ``kind`` is missing, extra, changed, truncated, lost or manifest."""
+    """One verification failure: ``kind`` is missing, extra, changed, truncated, lost, manifest, or unguarded
+    (an Iceberg snapshot whose retention tag is gone: its bytes are fine, but nothing stops an expiry)."""
 
     kind: str
     path: str

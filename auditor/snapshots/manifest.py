@@ -8,7 +8,7 @@ JSON, so the same bytes under the same names always give the same id, wherever
 and whenever they were read. Entries of by-reference and Delta snapshots also
 carry a ``source`` (``{"uri": ..., "version_id": ...}``) where their bytes live.
 
-    build_manifest(root, progress=None) -> Manifest      # the fingerprint of a directory
+    build_manifest(root, progress=None) -> Manifest      # the fingerprint of a directory (or of one file: kind "file")
     Manifest.from_bytes(data, expected_id=None) -> Manifest  # parse + validate (paths checked here)
     manifest.id, manifest.to_bytes(), manifest.files, manifest.total_bytes
     check_snapshot_id(text) -> str
@@ -30,7 +30,9 @@ from auditor.errors import BadInput, MalformedRecord, NotFound, UnsafePath
 from auditor.snapshots.hashing import ALGORITHM, ProgressFn, hash_bytes, hash_paths
 
 FORMAT = "repro-audit.snapshot/1"
-KINDS = ("directory", "s3-reference", "delta")
+KINDS = ("directory", "file", "s3-reference", "delta", "iceberg", "dvc")
+#: where each by-reference kind's sources must lie: the origin field naming that root
+_SOURCE_ROOTS = {"s3-reference": "uri", "delta": "table", "iceberg": "location", "dvc": "cache"}
 ENTRY_TYPES = ("file", "dir", "symlink")
 _ID = re.compile(r"^blake3:[0-9a-f]{64}$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -171,7 +173,8 @@ def _validate_tree(entries: Iterable[Entry]) -> None:
 
 def source_root(kind: str, origin: Mapping[str, Any]) -> str | None:
     """The URI every ``source`` of a by-reference manifest must lie under (None: no sources allowed)."""
-    root = origin.get("uri") if kind == "s3-reference" else origin.get("table") if kind == "delta" else None
+    field_name = _SOURCE_ROOTS.get(kind)
+    root = origin.get(field_name) if field_name else None
     return root.rstrip("/") + "/" if isinstance(root, str) and root else None
 
 
@@ -208,6 +211,8 @@ class Manifest:
         if kind not in KINDS:
             raise MalformedRecord(f"manifest kind {kind!r} is not one of {', '.join(KINDS)}")
         origin = dict(origin or {})
+        if kind == "file" and (len(ordered) != 1 or ordered[0].type != "file" or "/" in ordered[0].path):
+            raise MalformedRecord("a manifest of kind 'file' lists exactly one file at its top level")
         _validate_tree(ordered)
         _validate_sources(ordered, kind, origin)
         return cls(entries=ordered, kind=kind, origin=origin)
@@ -336,8 +341,27 @@ def scan_directory(root: str | Path, *, strict: bool = True) -> list[Entry]:
     return [Entry(path=rel) for rel, _ in files] + others
 
 
+def single_file(path: str | Path) -> bool:
+    """Whether ``path`` names one regular file (a snapshot of kind "file"); a symlink is refused."""
+    base = Path(path)
+    if base.is_symlink():
+        raise UnsafePath(f"{base} is a symlink", hint=f"snapshot the file it points to ({os.path.realpath(base)})")
+    return base.is_file()
+
+
 def build_manifest(root: str | Path, *, progress: ProgressFn | None = None) -> Manifest:
-    """Scan and hash ``root``: the fingerprint whose ``id`` names the snapshot."""
+    """Scan and hash ``root`` (a directory, or one file): the fingerprint whose ``id`` names the snapshot.
+
+    One file gives a manifest of kind "file" with one entry, named as the file is.
+    """
+    if single_file(root):
+        name = Path(root).name
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BadInput(f"{_display(os.fspath(root))}: the name is not UTF-8") from None
+        [(size, digest)] = hash_paths([root], progress=progress)
+        return Manifest.build([Entry(name, "file", size, digest)], kind="file")
     files, others = _scan(root, strict=True)
     hashed = hash_paths([full for _, full in files], progress=progress)
     entries = [Entry(rel, "file", size, digest) for (rel, _), (size, digest) in zip(files, hashed, strict=True)]

@@ -11,7 +11,8 @@ manifest is never visible before its bytes, and nothing is ever overwritten.
     create_snapshot(src_dir, store, *, progress=None) -> SnapshotInfo(id, files, bytes, new_objects, kind, store)
     load_manifest(snapshot_id, store) -> Manifest               # SnapshotCorrupt if the manifest was edited
     verify_snapshot(snapshot_id, store, *, path=None, raise_on_problem=False, progress=None) -> list[Problem]
-        # path=None: re-hash the store's bytes; path=DIR: compare DIR with the manifest (missing/extra/changed)
+        # path=None: re-hash the store's bytes (and ask an Iceberg table whether the snapshot is still there);
+        # path=DIR: compare DIR with the manifest (missing/extra/changed); path=FILE for a snapshot of one file
     materialize(snapshot_id, store, dest, *, link=True, progress=None) -> Path
         # DEST complete and verified, or absent; SnapshotCorrupt / UnsafePath / NotFound otherwise
 
@@ -41,7 +42,7 @@ from auditor.snapshots.layout import (
     object_key,
     put_manifest,
 )
-from auditor.snapshots.manifest import Entry, Manifest, build_manifest, scan_directory
+from auditor.snapshots.manifest import Entry, Manifest, build_manifest, scan_directory, single_file
 from auditor.snapshots.reference import fetch_sources, measure_sources
 from auditor.storage import BlobStore
 
@@ -127,11 +128,15 @@ def _store_objects(root: Path, manifest: Manifest, store: BlobStore, progress: P
 
 
 def create_snapshot(src_dir: str | Path, store: StoreLike, *, progress: ProgressFn | None = None) -> SnapshotInfo:
-    """Snapshot the directory ``src_dir`` into ``store``; only objects the store lacks are written."""
+    """Snapshot the directory (or single file) ``src_dir`` into ``store``; only objects the store lacks are written.
+
+    A single file makes a snapshot of kind "file"; it materialises, like every
+    snapshot, as a folder: one holding that file under its own name.
+    """
     blob = as_store(store)
     root = Path(src_dir)
     manifest = build_manifest(root, progress=progress)
-    new = _store_objects(root, manifest, blob, progress)
+    new = _store_objects(root.parent if manifest.kind == "file" else root, manifest, blob, progress)
     snapshot_id = put_manifest(manifest, blob)
     return SnapshotInfo(snapshot_id, len(manifest.files), manifest.total_bytes, new, manifest.kind, blob.uri)
 
@@ -189,8 +194,17 @@ def _measure_objects(digests: Sequence[str], store: BlobStore, sizes: dict[str, 
     return measured
 
 
+def _origin_problems(manifest: Manifest, *, check_guard: bool) -> list[Problem]:
+    """What the data source itself says about the pinned version (an expired Iceberg snapshot is lost)."""
+    if manifest.kind == "iceberg":
+        from auditor.snapshots.iceberg import origin_problems
+
+        return origin_problems(manifest, check_guard=check_guard)
+    return []
+
+
 def _check_store(manifest: Manifest, store: BlobStore, progress: ProgressFn | None) -> list[Problem]:
-    problems: list[Problem] = []
+    problems: list[Problem] = _origin_problems(manifest, check_guard=True)
     referenced = [e for e in manifest.files if e.source is not None]
     for entry, result in zip(referenced, measure_sources(referenced, progress), strict=True):
         if isinstance(result, str):
@@ -255,7 +269,13 @@ def verify_snapshot(
     except SnapshotCorrupt as exc:
         problems = list(exc.problems)
     else:
-        problems = _check_tree(manifest, Path(path), progress) if path is not None else _check_store(manifest, blob, progress)
+        if path is None:
+            problems = _check_store(manifest, blob, progress)
+        elif manifest.kind == "file" and single_file(path):
+            entry = manifest.files[0]
+            problems = [p for p in [_mismatch(entry, *hash_file(path), str(path))] if p]
+        else:
+            problems = _check_tree(manifest, Path(path), progress)
     if problems and raise_on_problem:
         raise SnapshotCorrupt(snapshot_id, problems)
     return problems
@@ -341,7 +361,8 @@ def materialize(
             folder.mkdir(parents=True, exist_ok=True)
         files = manifest.files
         stored = [e for e in files if e.source is None]
-        problems = _place_stored(stored, blob, tmp, link, progress)
+        problems = _origin_problems(manifest, check_guard=False)  # bytes of an expired snapshot are not served
+        problems += _place_stored(stored, blob, tmp, link, progress)
         problems += fetch_sources([e for e in files if e.source is not None], tmp, progress)
         absent = {p.path for p in problems}
         present = [e for e in files if e.path not in absent]
