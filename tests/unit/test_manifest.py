@@ -91,12 +91,12 @@ def test_a_special_file_is_refused_not_dropped(tmp_path):
         build_manifest(tmp_path)
 
 
-def test_a_missing_or_non_directory_source_is_bad_input(tmp_path):
+def test_a_missing_source_is_bad_input_and_a_file_is_a_one_file_manifest(tmp_path):
     with pytest.raises(BadInput, match="does not exist"):
         build_manifest(tmp_path / "nope")
     (tmp_path / "file").write_text("x")
-    with pytest.raises(BadInput, match="not a directory"):
-        build_manifest(tmp_path / "file")
+    m = build_manifest(tmp_path / "file")
+    assert m.kind == "file" and [e.path for e in m.entries] == ["file"]
 
 
 def _manifest_bytes(entries: list[dict], **extra) -> bytes:

@@ -14,10 +14,10 @@ import math
 import pytest
 
 from auditor.errors import MalformedRecord
+from auditor.judge.floors import FloorRun, SameSeedFloor
 from auditor.judge.result import Band, MetricResult, TensorDiff, Verdict, WeightDiff
 from auditor.judge.tolerance import bands_from_json, check_metrics
 from auditor.judge.verdict import RecoveryCheck, judge
-from auditor.judge.floors import FloorRun, SameSeedFloor
 from auditor.lineage.findings import Finding
 
 LOW, HIGH = 0.90, 0.92
