@@ -86,7 +86,7 @@ def run_recipe(
         argv=list(record.code.entrypoint or []),
         cwd=workspace.project_dir,
         output_dir=output_dir,
-        env={**rebuild_env(record, seed=seed, evaluate=str(evaluate) if evaluate else None), "HOME": str(_home(workspace))},
+        env={**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None), "HOME": str(_home(workspace))},
         data=workspace.data_dirs,
         config_file=workspace.config_path,
         timeout_s=timeout_s,
@@ -97,7 +97,7 @@ def run_recipe(
     outcome = runner.run(spec)
     if not outcome.ok:
         why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
-        error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log is in the report)")
+        error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log follows, and is in the report)")
         error.log_tail = outcome.log_tail
         error.timed_out = outcome.timed_out
         raise error

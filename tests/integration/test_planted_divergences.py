@@ -211,10 +211,12 @@ def _plant(world: World, kind: str, control) -> str:
     if change == "snapshot":
         from auditor.snapshots import create_snapshot
 
-        data = world.root / "data-own"
+        data = world.root / "data-own"  # bytes of its own: the store is content-addressed, shared objects stay intact
         data.mkdir(exist_ok=True)
-        for name in ("train_x.npy", "train_y.npy"):
-            (data / name).write_bytes((world.root / "data" / name).read_bytes())
+        rng = np.random.default_rng(1)
+        x = rng.normal(size=(512, 8)).astype("float32")
+        np.save(data / "train_x.npy", x)
+        np.save(data / "train_y.npy", (x[:, 0] + 0.5 * x[:, 1] > 0).astype("float32"))
         own = create_snapshot(data, str(world.store)).id
         ref = world.train(env, overrides, snapshot=own)
         _give_calibration(world, kind, ref, control)
