@@ -17,6 +17,10 @@ __version__ = "0.1.0"
 _LAZY = {
     "track": "auditor.registry.sdk",
     "register_model": "auditor.registry.sdk",
+    "start": "auditor.registry.sdk",
+    "finish": "auditor.registry.sdk",
+    "tracked": "auditor.registry.sdk",
+    "generated": "auditor.registry.sdk",
     "seed_everything": "auditor.seeds",
     "RunRecord": "auditor.lineage.record",
     "ReproError": "auditor.errors",

@@ -16,7 +16,9 @@ import functools
 import hashlib
 import os
 import random
+import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from auditor.lineage.record import SeedInfo
@@ -121,3 +123,126 @@ def loader_generator(info: SeedInfo):
 def dataloader_kwargs(info: SeedInfo) -> dict[str, Any]:
     """``DataLoader(..., **dataloader_kwargs(info))``: the seeded generator and worker_init_fn."""
     return {"generator": loader_generator(info), "worker_init_fn": worker_init_fn(info)}
+
+
+# -- the script's own seeding over the audit's seed -----------------------------------------------
+#: (module, function, generator): the global seeding calls a script makes by habit
+_SEEDING_CALLS = (
+    ("random", "seed", "python"),
+    ("numpy.random", "seed", "numpy"),
+    ("torch", "manual_seed", "torch"),
+    ("torch.random", "manual_seed", "torch"),
+    ("torch.cuda", "manual_seed", "cuda"),
+    ("torch.cuda", "manual_seed_all", "cuda"),
+)
+#: callers whose seeding is not the script's: ours, and the libraries' internals (torch.manual_seed seeds CUDA itself)
+_INTERNAL_CALLERS = ("auditor.seeds", "torch", "numpy", "random")
+_CONSTANT_ARG = re.compile(r"(?:manual_seed(?:_all)?|\bseed)\(\s*(?:seed\s*=\s*)?-?\d+\s*\)")
+
+
+@dataclass(frozen=True)
+class SeedOverride:
+    """One call by the script that reseeded a global generator after the SDK seeded it."""
+
+    call: str  # e.g. "torch.manual_seed"
+    generator: str
+    value: Any
+    where: str  # "train.py:42"
+    constant: bool  # the argument is a literal in the source line
+
+    def message(self, seed: int) -> str:
+        what = f"the constant {self.value!r}" if self.constant else repr(self.value)
+        return (
+            f"{self.where}: {self.call}({self.value!r}) reseeds the {self.generator} generator with {what} "
+            f"after auditor.track seeded it with {seed}: the audit's seed no longer reaches it, so calibration's "
+            f"reruns (which vary the seed) measure nothing. Fix: {self.call}(run.seed), or delete the call"
+        )
+
+
+def _expected(info: SeedInfo, generator: str) -> Any:
+    return info.generators.get(generator, info.seed)
+
+
+class SeedGuard:
+    """Watches the global seeding functions while a run is active and reports the script's own seeding.
+
+    The functions are wrapped (module attributes replaced, originals restored by
+    ``uninstall``); a call from this process, outside the auditor and the libraries'
+    internals, that seeds a generator with a literal constant or with another value
+    than the audit's seed is an ``SeedOverride``, reported once per source line
+    through ``report``. DataLoader workers (other processes) are not watched: their
+    seeding is the loader's.
+    """
+
+    def __init__(self, info: SeedInfo, report) -> None:
+        self.info = info
+        self.report = report
+        self.found: list[SeedOverride] = []
+        self._pid = os.getpid()
+        self._patched: list[tuple[Any, str, Any, Any]] = []
+        self._seen: set[str] = set()
+
+    def install(self) -> SeedGuard:
+        for module_name, attribute, generator in _SEEDING_CALLS:
+            module = sys.modules.get(module_name)
+            original = getattr(module, attribute, None) if module is not None else None
+            if original is None or getattr(original, "_repro_guarded", False):
+                continue
+            wrapper = self._wrap(original, f"{'np.random' if module_name == 'numpy.random' else module_name}.{attribute}", generator)
+            setattr(module, attribute, wrapper)
+            self._patched.append((module, attribute, original, wrapper))
+        return self
+
+    def uninstall(self) -> None:
+        for module, attribute, original, wrapper in reversed(self._patched):
+            if getattr(module, attribute, None) is wrapper:
+                setattr(module, attribute, original)
+        self._patched.clear()
+
+    def _wrap(self, original, call: str, generator: str):
+        guard = self
+
+        @functools.wraps(original)
+        def seeding(*args: Any, **kwargs: Any) -> Any:
+            try:
+                guard._check(call, generator, args, kwargs, sys._getframe(1))
+            except Exception:  # noqa: BLE001 - the guard must never break the script's own call
+                pass
+            return original(*args, **kwargs)
+
+        seeding._repro_guarded = True  # type: ignore[attr-defined]
+        return seeding
+
+    def _check(self, call: str, generator: str, args: tuple, kwargs: dict, frame) -> None:
+        if os.getpid() != self._pid:
+            return
+        module = str(frame.f_globals.get("__name__", ""))
+        if any(module == name or module.startswith(name + ".") for name in _INTERNAL_CALLERS):
+            return
+        value = args[0] if args else kwargs.get("seed", kwargs.get("a"))
+        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        import linecache
+
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        constant = bool(_CONSTANT_ARG.search(line))
+        expected = _expected(self.info, generator)
+        if not constant and _same_seed(value, expected):
+            return
+        if where in self._seen:
+            return
+        self._seen.add(where)
+        found = SeedOverride(call=call, generator=generator, value=value, where=where, constant=constant)
+        self.found.append(found)
+        self.report(found.message(self.info.seed))
+
+
+def _same_seed(value: Any, expected: Any) -> bool:
+    try:
+        return int(value) == int(expected)
+    except (TypeError, ValueError):
+        return False
+
+
+def guard_seeding(info: SeedInfo, report) -> SeedGuard:
+    """Install a ``SeedGuard`` for ``info``; call ``uninstall()`` on it when the run ends."""
+    return SeedGuard(info, report).install()

@@ -37,6 +37,7 @@ from auditor.contract import (
     ENV_EVALUATE_WEIGHTS,
     ENV_OUTPUT_DIR,
     ENV_SEED,
+    ENV_TORCH_THREADS,
     EVALUATION_FILE,
     METRICS_FILE,
     RECORD_FILE,
@@ -115,6 +116,42 @@ class Run:
         # The audit trusts metrics as an evaluation of these weights only when the script asked for them.
         self._evaluated = path
         return path
+
+    @property
+    def seed(self) -> int | None:
+        """The seed this run trains under: the recorded one, or in a calibration rerun the audit's. Seed with this."""
+        return self.seeds.seed if self.seeds is not None else None
+
+    @property
+    def args(self) -> Any:
+        """The argparse namespace of ``track(config=parser | args)``; in a rebuild it holds the recorded values."""
+        namespace = getattr(self, "_args", None)
+        if namespace is None:
+            import argparse
+
+            return argparse.Namespace(**self.config)
+        return namespace
+
+    def restore_weights(self, model: Any) -> bool:
+        """In an audit's artifact-recovery check, load the registered weights into ``model`` and return True.
+
+        Otherwise (every normal run, every rebuild that trains) do nothing and return False, so that
+        ``if not run.restore_weights(model): train(...)`` is the whole change a script needs.
+        """
+        path = self.weights_to_evaluate
+        if path is None:
+            return False
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(path)))  # safetensors: no pickle
+        return True
+
+    def finish(self) -> None:
+        """End a run begun with ``auditor.start(...)``: log it (or, in a rebuild, write its outputs). Idempotent."""
+        tracker = getattr(self, "_tracker", None)
+        if tracker is None:
+            raise BadInput("run.finish() is for runs begun with auditor.start(); a `with auditor.track(...)` block ends itself")
+        tracker._end(None, None, None)
 
     def dataloader_kwargs(self) -> dict[str, Any]:
         """``DataLoader(..., **run.dataloader_kwargs())``: the recorded shuffling generator and worker seeding."""
@@ -237,7 +274,9 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         entrypoint: Sequence[str] | None = None,
         tracking_uri: str | None = None,
         env: Mapping[str, str] | None = None,
+        parser: Any = None,
     ) -> None:
+        config = _argparse_source(config, parser)
         self._config = config
         self._overrides = list(overrides)
         self._data = dict(data or {})
@@ -257,6 +296,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
 
         env = self._env
         rebuild = rebuild_mode(env)
+        _pin_torch_threads(env, rebuild)
         run = Run(rebuild=rebuild, env=env)
         try:
             if rebuild:
@@ -295,11 +335,13 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             raise
         self.run = run
         self._started = time.monotonic()
+        _after_enter(self, run)
         return run
 
     def __exit__(self, exc_type, exc, tb) -> None:
         run = self.run
         assert run is not None
+        _before_exit(run)
         run.failed = exc_type is not None
         elapsed = time.monotonic() - self._started
         try:
@@ -316,6 +358,392 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             run.finished = True
             run._cleanup()
 
+    def _end(self, exc_type, exc, tb) -> None:
+        """End the run once, whichever comes first: ``run.finish()``, an uncaught exception, interpreter exit."""
+        run = self.run
+        if run is None or run.finished:
+            return
+        _unhook(self)
+        self.__exit__(exc_type, exc, tb)
+
+
+# -- the forms that do not re-indent: start()/finish() and @tracked ------------------------------
+_ACTIVE: list[track] = []
+
+
+def start(
+    config: Any = None,
+    overrides: Sequence[str] = (),
+    data: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    deterministic: bool | None = None,
+    experiment: str | None = None,
+    **kwargs: Any,
+) -> Run:
+    """``run = auditor.start(...)`` ... ``run.finish()``: ``track`` without the ``with`` block (and its indent).
+
+    Same arguments and guarantees as ``auditor.track``: an uncaught exception (``sys.excepthook``)
+    ends the run as FAILED, so ``register_model`` refuses it; a script that exits without
+    calling ``run.finish()`` has the run ended at interpreter exit (``atexit``), with a warning.
+    """
+    tracker = track(config, overrides, data, seed, deterministic, experiment, **kwargs)
+    run = tracker.__enter__()
+    run._tracker = tracker
+    _hook(tracker)
+    return run
+
+
+def finish(run: Run) -> None:
+    """``auditor.finish(run)``, the same as ``run.finish()``."""
+    run.finish()
+
+
+def _hook(tracker: track) -> None:
+    import atexit
+
+    previous = sys.excepthook
+
+    def excepthook(exc_type, exc, tb) -> None:
+        try:
+            previous(exc_type, exc, tb)
+        finally:
+            try:
+                tracker._end(exc_type, exc, tb)
+            except Exception as failure:  # noqa: BLE001 - the script's own traceback is already printed
+                log.error("repro: could not end the failed run: %s", failure)
+
+    def at_exit() -> None:
+        if tracker.run is not None and not tracker.run.finished:
+            log.warning("repro: the script ended without run.finish(); ending the run now")
+            tracker._end(None, None, None)
+
+    tracker._hooks = (previous, excepthook, at_exit)
+    sys.excepthook = excepthook
+    atexit.register(at_exit)
+    _ACTIVE.append(tracker)
+
+
+def _unhook(tracker: track) -> None:
+    hooks = getattr(tracker, "_hooks", None)
+    if hooks is None:
+        return
+    import atexit
+
+    previous, excepthook, at_exit = hooks
+    if sys.excepthook is excepthook:
+        sys.excepthook = previous
+    atexit.unregister(at_exit)
+    tracker._hooks = None
+    if tracker in _ACTIVE:
+        _ACTIVE.remove(tracker)
+
+
+def tracked(
+    config: Any = None,
+    overrides: Sequence[str] = (),
+    data: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    deterministic: bool | None = None,
+    experiment: str | None = None,
+    *,
+    register: str | None = None,
+    **kwargs: Any,
+):
+    """``@auditor.tracked(...)`` on the training function: its body runs inside ``auditor.track(...)``.
+
+    The function gets the run as its ``run`` argument when it has a parameter of that name; the
+    last run is also ``fn.last_run``. ``register="NAME"`` registers it after a successful call
+    (refused, with nothing registered, when the gate blocks; a no-op in a rebuild). An exception
+    ends the run as FAILED and propagates; nothing is registered.
+    """
+    import functools
+    import inspect
+
+    def decorate(fn):
+        wants_run = "run" in inspect.signature(fn).parameters
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            with track(config, overrides, data, seed, deterministic, experiment, **kwargs) as run:
+                wrapper.last_run = run
+                if wants_run and "run" not in kw:
+                    kw["run"] = run
+                result = fn(*args, **kw)
+            if register:
+                register_model(run, register)
+            return result
+
+        wrapper.last_run = None
+        return wrapper
+
+    return decorate
+
+
+# -- argparse ------------------------------------------------------------------------------------
+def _argparse_source(config: Any, parser: Any) -> Any:
+    """An ``ArgumentParser`` or parsed ``Namespace`` as an ``ArgparseSource``; anything else unchanged."""
+    import argparse
+
+    if parser is not None and not isinstance(parser, argparse.ArgumentParser):
+        raise BadInput(f"parser= must be an argparse.ArgumentParser, not {type(parser).__name__}")
+    if not isinstance(config, (argparse.ArgumentParser, argparse.Namespace)):
+        if parser is not None:
+            raise BadInput("parser= goes with config=args (the namespace it parsed)", hint="track(config=args, parser=parser)")
+        return config
+    from auditor.lineage.gather import ArgparseSource
+
+    if isinstance(config, argparse.ArgumentParser):
+        parser = config
+    elif parser is None:
+        parser = _find_parser(config)
+    return ArgparseSource(source=config, parser=parser, argv=tuple(sys.argv[1:]))
+
+
+def _find_parser(namespace: Any) -> Any:
+    """The ``ArgumentParser`` that made ``namespace``: looked for among the calling code's variables.
+
+    Scripts keep it in a local (``parser = argparse.ArgumentParser(...)``) of the function that
+    calls ``track``/``start``, or at module level. It must know every name in the namespace.
+    """
+    import argparse
+
+    from auditor.lineage.gather import _all_parsers
+
+    names = set(vars(namespace))
+    frame = sys._getframe(1)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("auditor"):
+        frame = frame.f_back
+    for scope in (frame.f_locals, frame.f_globals) if frame is not None else ():
+        for value in list(scope.values()):
+            if isinstance(value, argparse.ArgumentParser):
+                dests = {a.dest for p in _all_parsers(value) for a in p._actions} | {
+                    k for p in _all_parsers(value) for k in p._defaults
+                }
+                if names <= dests:
+                    return value
+    log.info("repro: no ArgumentParser found beside the namespace; command-line values are told by their spelling")
+    return None
+
+
+def _get_path(mapping: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = mapping
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def _from_recorded(value: Any, action: Any) -> Any:
+    """A recorded (JSON) value as the script's parser would have typed it (``type=Path`` gives a Path again)."""
+    kind = getattr(action, "type", None)
+    if not callable(kind) or kind is str:
+        return value
+    try:
+        if isinstance(value, str):
+            return kind(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return [kind(v) for v in value]
+    except Exception:  # noqa: BLE001 - keep the recorded value as it is
+        return value
+    return value
+
+
+def _apply_recorded_args(tracker: track, run: Run) -> None:
+    """In a rebuild, make the script's argparse values the recorded ones (REPRO_CONFIG), and say where argv disagrees.
+
+    The namespace passed as ``config=args`` is updated in place; the parser's defaults are set to the
+    recorded values so that a later ``parser.parse_args()`` returns them too. Values the command line
+    gives come from the recorded argv and must agree with the record; a disagreement is logged and the
+    record wins. Redacted values are left as the script parsed them. The seed, when it came from the
+    config's ``seed``, becomes the audit's (``run.seed``), so calibration's reruns reach it.
+    """
+    from auditor.lineage.gather import argparse_jsonable
+    from auditor.lineage.redact import is_redacted
+
+    source = tracker._config
+    recorded = run.config
+    namespace = source.parse()
+    given = source.given()
+    seed_from_config = tracker._seed is None and "seed" in recorded and run.seed is not None
+    for dest in sorted(set(vars(namespace)) | {k for k in recorded if k not in vars(namespace)}):
+        value = _get_path(recorded, dest)
+        if value is _MISSING or is_redacted(value):
+            continue
+        if dest == "seed" and seed_from_config:
+            value = run.seed
+        current = getattr(namespace, dest, _MISSING)
+        if current is not _MISSING and argparse_jsonable(current) == value:
+            continue
+        if dest in given and dest != "seed":
+            log.warning(
+                "repro: the command line gives %s=%r but the recorded config holds %r; the rebuild uses the recorded value",
+                dest, argparse_jsonable(current), value,
+            )
+        typed = _from_recorded(value, source.action(dest))
+        setattr(namespace, dest, typed)
+        if source.parser is not None:
+            source.parser.set_defaults(**{dest: typed})
+    run._args = namespace
+
+
+def _pin_torch_threads(env: Mapping[str, str], rebuild: bool) -> None:
+    """In a rebuild, run torch on the recorded thread count (``REPRO_TORCH_THREADS``): it changes the weights."""
+    raw = env.get(ENV_TORCH_THREADS) if rebuild else None
+    if not raw:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    threads = _env_int(env, ENV_TORCH_THREADS)
+    if threads and torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def _after_enter(tracker: track, run: Run) -> None:
+    from auditor.lineage.gather import ArgparseSource
+
+    if isinstance(tracker._config, ArgparseSource):
+        if run.rebuild:
+            _apply_recorded_args(tracker, run)
+        else:
+            run._args = tracker._config.parse()
+    if run.seeds is not None:
+        from auditor.seeds import guard_seeding
+
+        run._seed_guard = guard_seeding(run.seeds, lambda message: log.warning("repro: %s", message))
+
+
+def _before_exit(run: Run) -> None:
+    guard = getattr(run, "_seed_guard", None)
+    if guard is not None:
+        guard.uninstall()
+
+
+# -- generated data -----------------------------------------------------------------------------
+class GeneratedData:
+    """Data a script makes itself, to be recorded as a snapshot: see ``generated``."""
+
+    def __init__(self, values: Any, store: str | None) -> None:
+        self.values = values
+        self.store = store
+
+    def write(self, folder: Path) -> Path:
+        """Write the data into ``folder`` (arrays as ``.npy``, no pickle; a file or folder copied); returns it."""
+        folder.mkdir(parents=True, exist_ok=True)
+        values = self.values
+        if isinstance(values, (str, os.PathLike)):
+            source = Path(values)
+            if source.is_dir():
+                shutil.copytree(source, folder, dirs_exist_ok=True)
+            elif source.is_file():
+                shutil.copy2(source, folder / source.name)
+            else:
+                raise BadInput(f"generated data {str(source)!r} is neither a file nor a folder")
+            return folder
+        import numpy as np
+
+        for name, array in _arrays(values, "").items():
+            np.save(folder / f"{name or 'data'}.npy", array, allow_pickle=False)
+        return folder
+
+
+def generated(*values: Any, store: str | None = None, **named: Any) -> GeneratedData:
+    """Record data the script generates (or downloads) itself as a snapshot: ``data={"train": auditor.generated(x, y)}``.
+
+    ``values`` are arrays or tensors (``0.npy``, ``1.npy``, …), a ``TensorDataset``, a mapping of
+    names to arrays, or the path of a file or folder the script wrote; ``named`` gives the names
+    (``x.npy``). At training time they are written as ``.npy`` and snapshotted into ``store``
+    (default ``REPRO_SNAPSHOT_STORE``): the record names that snapshot like any other, so the gate
+    and the audit treat it as snapshot data (auditable lineage: the bytes are content-addressed).
+    In a rebuild the script generates its data again; the SDK compares it byte for byte with the
+    recorded snapshot the audit materialised and warns, naming the files, when the generation did not
+    repeat (an unseeded generator). ``run.data_path(name)`` is the snapshot folder in both modes.
+    """
+    if values and named:
+        raise BadInput("auditor.generated takes positional values or named ones, not both")
+    if named:
+        return GeneratedData(dict(named), store)
+    if len(values) == 1:
+        return GeneratedData(values[0], store)
+    if not values:
+        raise BadInput("auditor.generated() was given no data", hint="e.g. auditor.generated(x=x, y=y)")
+    return GeneratedData(list(values), store)
+
+
+def _arrays(value: Any, prefix: str) -> dict[str, Any]:
+    """Arrays and tensors found in ``value`` (nested lists, tuples, mappings, TensorDataset), by dotted name."""
+    import numpy as np
+
+    if hasattr(value, "tensors") and isinstance(value.tensors, (list, tuple)):  # torch TensorDataset
+        value = list(value.tensors)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_arrays(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, (list, tuple)):
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_arrays(item, f"{prefix}.{index}" if prefix else str(index)))
+        return out
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            raise BadInput(f"generated data {prefix!r} is bfloat16, which .npy cannot hold", hint="pass it as float32")
+        value = value.numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise BadInput(f"generated data {prefix!r} holds Python objects; only numeric arrays are recorded")
+        return {prefix: np.ascontiguousarray(value)}
+    if isinstance(value, (int, float, bool)):
+        return {prefix: np.asarray(value)}
+    raise BadInput(
+        f"generated data {prefix or 'value'!r} is a {type(value).__name__}, not an array, tensor or file",
+        hint="pass arrays/tensors, a TensorDataset, a mapping of them, or the path of the file or folder you wrote",
+    )
+
+
+def _generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuild: bool) -> DataRef:
+    with tempfile.TemporaryDirectory(prefix="repro-generated-") as tmp:
+        folder = spec.write(Path(tmp) / name)
+        if rebuild:
+            var = data_env_var(name)
+            recorded = env.get(var)
+            if not recorded or not Path(recorded).is_dir():
+                raise BadInput(f"rebuild mode: {var} is unset; the audit materialises the recorded snapshot of {name!r} there")
+            differ = _differing_files(folder, Path(recorded))
+            if differ:
+                log.warning(
+                    "repro: generated data %r differs from the recorded snapshot (%s): the script's generation did not "
+                    "repeat (seed it, e.g. with a constant seed before auditor.track); the rebuild trains on what it generated",
+                    name, ", ".join(differ[:5]) + (" …" if len(differ) > 5 else ""),
+                )
+            return DataRef(kind="path", uri=recorded)
+        from auditor.settings import Settings
+        from auditor.snapshots import create_snapshot
+
+        store = spec.store or Settings.from_env(env).snapshot_store
+        if "://" not in store:
+            store = str(Path(store).resolve())
+        info = create_snapshot(folder, store)
+    log.info("repro: generated data %r recorded as snapshot %s@%s", name, store, info.id)
+    return DataRef(kind="snapshot", uri=store, version=info.id)
+
+
+def _differing_files(ours: Path, recorded: Path) -> list[str]:
+    mine = {p.relative_to(ours).as_posix(): p for p in ours.rglob("*") if p.is_file()}
+    theirs = {p.relative_to(recorded).as_posix(): p for p in recorded.rglob("*") if p.is_file()}
+    differ = sorted(set(mine) ^ set(theirs))
+    for rel in sorted(set(mine) & set(theirs)):
+        if mine[rel].read_bytes() != theirs[rel].read_bytes():
+            differ.append(rel)
+    return differ
+
 
 def _data_refs(data: Mapping[str, str | DataRef], env: Mapping[str, str], rebuild: bool) -> dict[str, DataRef]:
     from auditor.lineage.gather import parse_data_ref
@@ -324,6 +752,8 @@ def _data_refs(data: Mapping[str, str | DataRef], env: Mapping[str, str], rebuil
     for name, spec in data.items():
         if isinstance(spec, DataRef):
             refs[name] = spec
+        elif isinstance(spec, GeneratedData):
+            refs[name] = _generated_ref(name, spec, env, rebuild)
         elif spec:
             refs[name] = parse_data_ref(f"{name}={spec}")[1]
         elif rebuild:
