@@ -409,6 +409,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     """Audit one resolved version: recover, rebuild, compare, judge. Model-level failures become verdicts."""
     from auditor.judge.verdict import judge
     from auditor.lineage.gate import blocking
+    from auditor.report.evidence import redact
 
     run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
@@ -448,8 +449,8 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         weight_diff=a.weight_diff,
         drift=a.drift,
         timings=a.timings,
-        log_tail=a.log_tail,
-        error=a.error or a.unrecoverable,
+        log_tail=redact(a.log_tail) or "",  # the result leaves the process (CLI, --json, reports): never a secret
+        error=redact(a.error or a.unrecoverable),
         evidence=a.evidence,
     )
 

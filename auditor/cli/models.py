@@ -143,7 +143,11 @@ def audit_cmd(
     raise typer.Exit(exit_code(result.verdict.value))
 
 
+LOG_LINES = 40  # of the rebuild's log, printed under an audit that ended in ERROR or a crash
+
+
 def _print_audit(result, report: str | None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     out = console()
@@ -166,7 +170,11 @@ def _print_audit(result, report: str | None) -> None:
             metrics.add_row(m.name, str(m.registered), ", ".join(str(v) for v in m.rebuilt), band, str(m.inside))
         out.print(metrics)
     if result.error:
-        out.print(f"[red]error:[/] {result.error}", markup=True)
+        out.print(f"[red]error:[/] {escape(result.error)}", markup=True)
+        if result.log_tail:
+            lines = result.log_tail.rstrip().splitlines()[-LOG_LINES:]
+            out.print(f"[bold]the end of the rebuild's log[/] (last {len(lines)} lines):")
+            out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     if report:
         out.print(f"report: {report}")
 
