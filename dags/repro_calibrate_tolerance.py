@@ -31,7 +31,7 @@ GPU_QUEUE = "gpu"
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
         ),
-        "reruns": Param(5, type="integer", minimum=2, description="training reruns behind the band"),
+        "reruns": Param(5, type="integer", minimum=3, description="seed-varied reruns behind the bands (3-4 give a weak band)"),
     },
     tags=["repro-audit", "calibration", "on-demand"],
     doc_md=__doc__,
