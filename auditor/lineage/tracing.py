@@ -285,6 +285,7 @@ class Tracer:
         self.bulk_env_reads = 0
         self.forked = False
         self.active = False
+        self._result: TracedInputs | None = None
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Tracer:
@@ -310,6 +311,8 @@ class Tracer:
             if not _ACTIVE and type(os.environ) is _TrackingEnviron:
                 os.environ.__class__ = os._Environ  # type: ignore[attr-defined]
             _LOCAL.bulk = None
+        if self._result is not None:
+            return self._result
         if not self.active:
             return TracedInputs(notes=["tracing was switched off"])
         self.active = False
@@ -324,7 +327,8 @@ class Tracer:
             notes.append("the process forked while traced: reads in the child processes are not traced")
         files = [self._files[p] for p in sorted(self._files)]
         env = [TracedVariable(name=name, sha256=self._env[name]) for name in sorted(self._env)]
-        return TracedInputs(files=files, env=env, notes=notes)
+        self._result = TracedInputs(files=files, env=env, notes=notes)
+        return self._result
 
     # -- what the hook and the environment view report -------------------------------------
     def _opened(self, raw: Any) -> None:
@@ -412,9 +416,8 @@ def start(record: RunRecord, *, repo_dir: Path | None, env: Mapping[str, str] | 
     for name, ref in record.data.items():
         if ref.kind == "path" and "://" not in ref.uri.replace("file://", "", 1):
             roots.append(ref.uri[len("file://") :] if ref.uri.startswith("file://") else ref.uri)
-        folder = env.get(contract.data_env_var(name))
-        if folder:
-            roots.append(folder)
+    # every folder a rebuild was handed (REPRO_DATA_<NAME>, whichever names the script asks for)
+    roots += [value for name, value in env.items() if name.startswith(contract.ENV_DATA_PREFIX) and value]
     for name in (contract.ENV_OUTPUT_DIR, contract.ENV_CONFIG, contract.ENV_EVALUATE_WEIGHTS):
         if env.get(name):
             roots.append(env[name])
