@@ -99,24 +99,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 # -- process-wide state (one audit hook, installed once) --------------------------------------
 _ACTIVE: list[Tracer] = []
 _LOCAL = threading.local()
-_HOOK_LOCK = threading.Lock()
+_HOOK_LOCK = threading.RLock()
 _hook_installed = False
 #: a switch for measurements (bench/bench_tracing.py): False makes ``start`` return an inert tracer
 ENABLED = True
 
 
+_PAUSED = [0]  # process-wide: the SDK's own work may run in worker threads (parallel materialisation)
+
+
 def _paused() -> bool:
-    return getattr(_LOCAL, "paused", 0) > 0
+    return _PAUSED[0] > 0
 
 
 class paused:  # noqa: N801 - a context manager used like a function
-    """Tracing suspended in this thread: the SDK's own reads (data, weights, MLflow) are not the script's."""
+    """Tracing suspended (in every thread): the SDK's own reads (data, weights, MLflow) are not the script's."""
 
     def __enter__(self) -> None:
-        _LOCAL.paused = getattr(_LOCAL, "paused", 0) + 1
+        with _HOOK_LOCK:
+            _PAUSED[0] += 1
 
     def __exit__(self, *exc: object) -> None:
-        _LOCAL.paused -= 1
+        with _HOOK_LOCK:
+            _PAUSED[0] -= 1
 
 
 def untraced(method: F) -> F:
@@ -151,11 +156,14 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             return
     else:
         return
-    if _paused():
+    if _PAUSED[0] or getattr(_LOCAL, "busy", False):
         return
-    with paused():  # our own stat and hashing must not re-enter
+    _LOCAL.busy = True  # our own stat and hashing must not re-enter (this thread only)
+    try:
         for tracer in list(_ACTIVE):
             tracer._opened(path)
+    finally:
+        _LOCAL.busy = False
 
 
 class _TrackingEnviron(os._Environ):  # type: ignore[name-defined, misc]
@@ -413,8 +421,8 @@ def start(record: RunRecord, *, repo_dir: Path | None, env: Mapping[str, str] | 
         for _ in Path(subdir).parts if subdir else ():
             top = top.parent
     roots: list[Path | str] = [*exclude, *own_locations(env)]
-    for name, ref in record.data.items():
-        if ref.kind == "path" and "://" not in ref.uri.replace("file://", "", 1):
+    for ref in record.data.values():  # local data folders and snapshot stores: pinned by the data section
+        if "://" not in ref.uri.replace("file://", "", 1):
             roots.append(ref.uri[len("file://") :] if ref.uri.startswith("file://") else ref.uri)
     # every folder a rebuild was handed (REPRO_DATA_<NAME>, whichever names the script asks for)
     roots += [value for name, value in env.items() if name.startswith(contract.ENV_DATA_PREFIX) and value]
