@@ -122,3 +122,46 @@ def test_the_readme_defaults_from_a_project_folder_record_a_clean_run_and_rebuil
     # 5. and a second training after the audit (reports/, workspaces and caches now in the tree) is still clean
     again = _run([sys.executable, "-c", "from auditor.lineage.gather import git_info; print(git_info('.')[0].dirty)"], project, env)
     assert again.returncode == 0 and again.stdout.strip() == "False", again.stderr[-2000:]
+
+
+def test_the_auditors_folders_never_dirty_the_capture_but_committed_files_there_and_user_files_still_do(tmp_path, monkeypatch):
+    from auditor.lineage.gather import git_info
+
+    project = init_repo(tmp_path / "p", {"train.py": "x\n", "reports/summary.py": "S = 1\n"})
+    monkeypatch.chdir(project)
+    for name in ("REPRO_HOME", "REPRO_REPORTS", "MLFLOW_TRACKING_URI", "REPRO_SNAPSHOT_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    for own in (".repro/mlflow.db", "mlruns/0/meta.yaml", "mlartifacts/a", "mlflow.db", "sub/__pycache__/m.cpython-311.pyc"):
+        (project / own).parent.mkdir(parents=True, exist_ok=True)
+        (project / own).write_text("state")
+    code, diff = git_info(project)
+    assert code.dirty is False and diff is None
+    # a configured REPRO_HOME inside the repository is the auditor's too
+    monkeypatch.setenv("REPRO_HOME", str(project / "state"))
+    (project / "state").mkdir()
+    (project / "state" / "x").write_text("x")
+    assert git_info(project)[0].dirty is False
+    # the user's own files are still seen: a tracked file under reports/ (REPRO_REPORTS' default name) ...
+    (project / "reports" / "summary.py").write_text("S = 2\n")
+    code, diff = git_info(project)
+    assert code.dirty is True and "reports/summary.py" in diff and "mlruns" not in diff and ".repro" not in diff
+    # ... and a new file beside the auditor's folders
+    git(project, "checkout", "--", "reports/summary.py")
+    (project / "model.py").write_text("M = 1\n")
+    code, diff = git_info(project)
+    assert code.dirty is True and "model.py" in diff and "__pycache__" not in diff
+
+
+def test_a_relative_workspace_folder_still_applies_the_recorded_diff(tmp_path, monkeypatch):
+    """REPRO_HOME=.repro is relative: the patch handed to git apply (run in the checkout) must be absolute."""
+    from auditor.lineage.gather import capture
+    from auditor.rebuild.workspace import prepare_workspace
+
+    project = init_repo(tmp_path / "p", {"train.py": "x = 1\n"})
+    (project / "train.py").write_text("x = 2\n")  # dirty: the diff must be replayed
+    captured = capture(repo_dir=project, config={"a": 1}, entrypoint=["python", "train.py"])
+    assert captured.record.code.dirty is True
+    monkeypatch.chdir(tmp_path)
+    ws = prepare_workspace(captured.record, captured.diff, dest=Path(".repro/work/ws"), git_cache=Path(".repro/git"))
+    assert ws.root.is_absolute() and ws.project_dir.is_absolute() and ws.config_path.is_absolute()
+    assert (ws.project_dir / "train.py").read_text() == "x = 2\n"
