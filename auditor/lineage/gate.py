@@ -17,6 +17,7 @@ from auditor.canonical import flatten
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import is_redacted
+from auditor.lineage.traced import registration_findings
 
 MUTABLE_VERSIONS = {"", "latest", "head", "current", "main", "master", "live", "prod", "production", "newest", "tip"}
 _SNAPSHOT_ID = re.compile(r"(blake3|sha256):[0-9a-f]{64}")
@@ -49,6 +50,7 @@ def check(record: RunRecord, *, diff: str | None = None, policy: GatePolicy = Ga
     findings += _seeds(record)
     findings += _infrastructure(record)
     findings += _outputs(record)
+    findings += registration_findings(record)  # traced inputs and local packages, by name (warnings)
     return findings
 
 

@@ -36,6 +36,7 @@ from auditor.lineage.record import (
     DataRef,
     EnvironmentInfo,
     Infrastructure,
+    LocalPackage,
     RunRecord,
     SeedInfo,
     UntrackedBinary,
@@ -100,8 +101,13 @@ class _GitFailed(Exception):
     pass
 
 
-def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
+def git_info(repo_dir: Path | str = ".", *, env: Mapping[str, str] | None = None) -> tuple[CodeInfo, str | None]:
     """Commit, dirty flag and a diff covering staged, unstaged and untracked files.
+
+    The auditor's own folders (``.repro``, ``mlruns``, ``mlartifacts``, ``mlflow.db``, a configured
+    REPRO_HOME, snapshot store or reports folder inside the repository: ``auditor.lineage.own``) and
+    every ``__pycache__`` are left out, whatever the user's ``.gitignore`` says, unless the user
+    committed files there: the auditor never dirties the tree it records.
 
     The diff is taken against HEAD through a *temporary* index (a copy of the real
     one, so git's stat cache keeps it fast) into which every untracked,
@@ -121,16 +127,17 @@ def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
     except _GitFailed:
         return CodeInfo(subdir=subdir, git_error=f"repository {top} has no commit yet"), None
     try:
-        url = _git(["remote", "get-url", "origin"], top).strip()
+        url = _absolute_remote(_git(["remote", "get-url", "origin"], top).strip(), top)
     except _GitFailed:
         url = top.as_uri()
-    status = _git(["status", "--porcelain", "--untracked-files=all"], top)
+    excludes = own_excludes(top, repo_dir, env)
+    status = _git(["status", "--porcelain", "--untracked-files=all", "--", ".", *excludes], top)
     dirty = bool(status.strip())
     code = CodeInfo(repo_url=_without_password(url), commit=commit, dirty=dirty, subdir=subdir)
     if not dirty:
         return code, None
 
-    diff_bytes, binaries = _diff_against_head(top)
+    diff_bytes, binaries = _diff_against_head(top, excludes)
     diff, redactions = redact_diff(diff_bytes.decode("utf-8", "replace"))
     code = code.model_copy(
         update={
@@ -143,12 +150,32 @@ def git_info(repo_dir: Path | str = ".") -> tuple[CodeInfo, str | None]:
     return code, diff
 
 
+def own_excludes(top: Path, repo_dir: Path, env: Mapping[str, str] | None = None) -> list[str]:
+    """Pathspecs leaving the auditor's own folders out of the capture (those holding no tracked file)."""
+    from auditor.lineage.own import DERIVED_PATHSPECS, candidate_excludes
+
+    candidates = candidate_excludes(top, env, cwd=Path.cwd(), project=repo_dir)
+    tracked: list[str] = []
+    if candidates:
+        listed = _git(["ls-files", "-z", "--", *[f":(literal){c}" for c in candidates]], top)
+        tracked = [p for p in listed.split("\0") if p]
+    kept = [c for c in candidates if not any(t == c or t.startswith(c + "/") for t in tracked)]
+    return [*(f":(exclude,literal){c}" for c in kept), *DERIVED_PATHSPECS]
+
+
+def _absolute_remote(url: str, top: Path) -> str:
+    """A remote given as a relative path (``../upstream.git``) made absolute: the audit clones from elsewhere."""
+    if url and "://" not in url and not Path(url).is_absolute() and not re.match(r"^[^/]+@[^/:]+:", url) and ":" not in url.split("/")[0]:
+        return (top / url).resolve().as_uri()
+    return url
+
+
 def _without_password(url: str) -> str:
     """The URL with any ``user:password@`` removed: the auditor clones with its own credentials."""
     return redact_text(re.sub(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+:[^/@\s]*@", r"\1", url))
 
 
-def _diff_against_head(top: Path) -> tuple[bytes, list[UntrackedBinary]]:
+def _diff_against_head(top: Path, excludes: Sequence[str] = ()) -> tuple[bytes, list[UntrackedBinary]]:
     import tempfile
 
     real_index = Path(_git(["rev-parse", "--git-path", "index"], top).strip())
@@ -159,11 +186,12 @@ def _diff_against_head(top: Path) -> tuple[bytes, list[UntrackedBinary]]:
         if real_index.exists():
             shutil.copyfile(real_index, index)
         env = {"GIT_INDEX_FILE": str(index)}
-        untracked = [p for p in _git(["ls-files", "--others", "--exclude-standard", "-z"], top).split("\0") if p]
-        _git(["add", "-A", "--", "."], top, env=env)
+        scope = ["--", ".", *excludes]
+        untracked = [p for p in _git(["ls-files", "--others", "--exclude-standard", "-z", *scope], top).split("\0") if p]
+        _git(["add", "-A", *scope], top, env=env)
         binaries: list[UntrackedBinary] = []
         excluded: list[str] = []
-        numstat = _git(["diff", "--cached", "--numstat", "-z", "HEAD"], top, env=env)
+        numstat = _git(["diff", "--cached", "--numstat", "-z", "HEAD", *scope], top, env=env)
         binary_paths = {entry.split("\t", 2)[2] for entry in numstat.split("\0") if entry.startswith("-\t-\t")}
         for path in untracked:
             if path in binary_paths:
@@ -171,7 +199,7 @@ def _diff_against_head(top: Path) -> tuple[bytes, list[UntrackedBinary]]:
                 binaries.append(UntrackedBinary(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
                 if len(data) > MAX_BINARY_IN_DIFF:
                     excluded.append(path)
-        pathspec = ["--", ".", *[f":(exclude,literal){p}" for p in excluded]]
+        pathspec = [*scope, *[f":(exclude,literal){p}" for p in excluded]]
         diff = _git(["diff", "--cached", "--binary", "--full-index", "HEAD", *pathspec], top, env=env, text=False)
     return diff, binaries
 
@@ -471,6 +499,120 @@ def installed_packages() -> dict[str, str]:
     return dict(sorted(packages.items()))
 
 
+#: a local package's source tree larger than this is recorded without a digest (and says why)
+MAX_TREE_FILES = 20_000
+MAX_TREE_BYTES = 1 << 30
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", "node_modules",
+                        ".mypy_cache", ".pytest_cache", ".ruff_cache", *("mlruns", "mlartifacts", ".repro")})
+
+
+def _normal_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def local_packages(env: Mapping[str, str] | None = None) -> dict[str, LocalPackage]:
+    """Distributions installed from a local folder (``direct_url.json`` with a ``file://`` URL), pinned by content.
+
+    An editable install serves whatever its source folder holds, so that folder is digested (its git
+    commit and dirty flag too, when it is in a repository). A local install copied into
+    site-packages is digested by its installed files (the hashes in its ``RECORD``); the source
+    folder's commit is noted when it still exists. Failures are recorded as data, never raised.
+    """
+    import json
+    from urllib.parse import unquote, urlparse
+
+    found: dict[str, LocalPackage] = {}
+    for dist in importlib.metadata.distributions():
+        folder = getattr(dist, "_path", None)
+        if folder is None:
+            continue
+        direct = Path(folder) / "direct_url.json"
+        try:
+            info = json.loads(direct.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            continue  # installed from an index: its version names it
+        except (OSError, ValueError):
+            continue
+        url = info.get("url", "") if isinstance(info, dict) else ""
+        if not url.startswith("file://"):
+            continue  # VCS and remote archive URLs carry their own immutable ids
+        name = _normal_name(dist.metadata.get("Name") or Path(folder).name.split("-")[0])
+        source = Path(unquote(urlparse(url).path))
+        editable = bool((info.get("dir_info") or {}).get("editable"))
+        found[name] = _local_package(dist, source, editable, env)
+    return dict(sorted(found.items()))
+
+
+def _local_package(dist: Any, source: Path, editable: bool, env: Mapping[str, str] | None) -> LocalPackage:
+    facts: dict[str, Any] = {"version": dist.version or "", "path": redact_text(str(source)), "editable": editable}
+    errors: list[str] = []
+    commit, dirty, git_files = _source_git(source, env)
+    facts["commit"], facts["dirty"] = commit, dirty
+    try:
+        if editable:  # what runs is the source folder, as it is now
+            if not source.is_dir():
+                raise OSError(f"source folder {source} does not exist")
+            files = git_files if git_files is not None else _walk(source)
+            facts["tree_digest"], facts["files"] = _tree_digest(source, files)
+        else:  # what runs is the copy in site-packages
+            facts["tree_digest"], facts["files"] = _installed_digest(dist)
+    except (OSError, ValueError) as exc:
+        errors.append(str(exc))
+    if errors:
+        facts["error"] = redact_text("; ".join(errors))
+    return LocalPackage(**facts)
+
+
+def _source_git(source: Path, env: Mapping[str, str] | None) -> tuple[str | None, bool | None, list[str] | None]:
+    """HEAD, dirty flag and the non-ignored files under ``source`` when it lies in a git work tree."""
+    if not source.is_dir() or shutil.which("git") is None:
+        return None, None, None
+    try:
+        top = Path(_git(["rev-parse", "--show-toplevel"], source).strip())
+        commit = _git(["rev-parse", "--verify", "HEAD^{commit}"], top).strip()
+    except (_GitFailed, OSError):
+        return None, None, None
+    excludes = own_excludes(top, source, env)
+    status = _git(["status", "--porcelain", "--untracked-files=all", "--", ".", *excludes], source)
+    listed = _git(["ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".", *excludes], source)
+    files = sorted({p for p in listed.split("\0") if p and (source / p).is_file()})
+    return commit, bool(status.strip()), files
+
+
+def _walk(source: Path) -> list[str]:
+    files: list[str] = []
+    for root, dirs, names in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in names:
+            if not name.endswith((".pyc", ".pyo")):
+                files.append(Path(root, name).relative_to(source).as_posix())
+        if len(files) > MAX_TREE_FILES:
+            break
+    return sorted(files)
+
+
+def _tree_digest(source: Path, files: Sequence[str]) -> tuple[str, int]:
+    if len(files) > MAX_TREE_FILES:
+        raise ValueError(f"{source} holds more than {MAX_TREE_FILES} files: not digested")
+    total = hashlib.sha256()
+    size = 0
+    for rel in files:
+        data = (source / rel).read_bytes()
+        size += len(data)
+        if size > MAX_TREE_BYTES:
+            raise ValueError(f"{source} holds more than {MAX_TREE_BYTES >> 20} MiB: not digested")
+        total.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode("utf-8", "surrogateescape"))
+    return "sha256:" + total.hexdigest(), len(files)
+
+
+def _installed_digest(dist: Any) -> tuple[str, int]:
+    """A local non-editable install: the installed files as its RECORD hashes them."""
+    entries = sorted(f"{f.as_posix()}\0{f.hash.value}" for f in (dist.files or []) if f.hash is not None)
+    if not entries:
+        raise ValueError("its RECORD lists no hashed files")
+    return "sha256:" + hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest(), len(entries)
+
+
 def _lock_file(search: Sequence[Path]) -> tuple[str | None, str | None]:
     for folder in search:
         for name in LOCK_FILES:
@@ -569,6 +711,7 @@ def environment_info(env: Mapping[str, str] | None = None, *, search: Sequence[P
         cpu_flags_digest=cpu_flags,
         threads=_threads(env),
         variables=variables,
+        local_packages=local_packages(env),
         **_torch_facts(),
     )
 
@@ -636,7 +779,7 @@ def capture(
 
     env = os.environ if env is None else env
     repo_dir = Path(repo_dir)
-    code, diff = git_info(repo_dir)
+    code, diff = git_info(repo_dir, env=env)
     if entrypoint is None:
         entrypoint = ["python", *sys.argv] if sys.argv and sys.argv[0] else None
     if entrypoint is not None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
 from auditor.canonical import canonical_json, digest, pretty_json
 from auditor.errors import MalformedRecord
@@ -27,6 +27,18 @@ SCHEMA_VERSION = "1"
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    #: fields added after schema 1 was frozen: left out of the JSON while they hold their default, so
+    #: a record captured without them (by an older SDK) keeps its canonical digest
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults(self, handler: Any) -> Any:
+        data = handler(self)
+        if self._omit_when_default and isinstance(data, dict):
+            for name in self._omit_when_default:
+                if name in data and getattr(self, name) == type(self).model_fields[name].get_default(call_default_factory=True):
+                    del data[name]
+        return data
 
 
 class UntrackedBinary(_Model):
@@ -66,7 +78,26 @@ class ConfigInfo(_Model):
     file: str | None = None
 
 
+class LocalPackage(_Model):
+    """A distribution installed from a local folder (editable or not): code outside the repository.
+
+    Its version string says nothing about its content (``pip install -e`` keeps serving whatever the
+    folder holds), so the record pins the folder by git commit, dirty flag and a content digest.
+    """
+
+    version: str
+    path: str = Field(description="the source folder (direct_url.json's file:// URL), redacted")
+    editable: bool = False
+    commit: str | None = Field(default=None, description="HEAD of the git repository holding the source, when there is one")
+    dirty: bool | None = Field(default=None, description="uncommitted changes under the source folder")
+    tree_digest: str | None = Field(default=None, description="sha256:<hex> over (path, sha256) of the package's files")
+    files: int = Field(default=0, description="how many files the digest covers")
+    error: str | None = Field(default=None, description="why a fact is missing, recorded as data")
+
+
 class EnvironmentInfo(_Model):
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"local_packages"})
+
     python: str | None = None
     implementation: str | None = None
     platform: str | None = None
@@ -87,6 +118,9 @@ class EnvironmentInfo(_Model):
     threads: dict[str, Any] = Field(default_factory=dict, description="intra-op threads, OMP/MKL settings")
     variables: dict[str, str] = Field(default_factory=dict, description="allowlisted environment variables, redacted")
     torch_error: str | None = None
+    local_packages: dict[str, LocalPackage] = Field(
+        default_factory=dict, description="distributions installed from a local path or in editable mode, by normalised name"
+    )
 
 
 class SeedInfo(_Model):
@@ -129,8 +163,30 @@ class Outputs(_Model):
         return value
 
 
+class TracedFile(_Model):
+    path: str = Field(description="absolute, or $REPO/… inside the repository, ~/… under HOME; redacted")
+    size: int | None = Field(default=None, description="bytes when first opened; null: it did not exist")
+    sha256: str | None = Field(default=None, description="sha256:<hex> of the content when first opened; null: missing or unreadable")
+    error: str | None = None
+
+
+class TracedVariable(_Model):
+    name: str
+    sha256: str | None = Field(default=None, description="sha256:<hex> of the value (never the value); null: it was unset")
+
+
+class TracedInputs(_Model):
+    """What the training process read that no other section pins (``auditor.lineage.tracing``)."""
+
+    files: list[TracedFile] = Field(default_factory=list)
+    env: list[TracedVariable] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="what the tracing could not see")
+
+
 class RunRecord(_Model):
     """The record. Build it with the gatherers; judge it with ``auditor.lineage.gate.check``."""
+
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"traced"})
 
     schema_version: Literal["1"] = SCHEMA_VERSION
     created_at: str | None = None
@@ -142,6 +198,7 @@ class RunRecord(_Model):
     seeds: SeedInfo | None = None
     infrastructure: Infrastructure | None = None
     outputs: Outputs = Field(default_factory=Outputs)
+    traced: TracedInputs | None = Field(default=None, description="inputs read outside the pinned ones (None: not traced)")
 
     # -- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

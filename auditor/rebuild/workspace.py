@@ -52,6 +52,7 @@ def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
     repository is an infrastructure error (retryable) unless the cache already
     has the commit, and a reachable one without the commit means the input is gone.
     """
+    cache_root = _absolute(cache_root)
     cache = cache_root / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
     if not (cache / "HEAD").exists():
         cache_root.mkdir(parents=True, exist_ok=True)
@@ -78,6 +79,11 @@ def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
     return cache
 
 
+def _absolute(path: Path) -> Path:
+    """``path`` made absolute against the current folder, once, before any git call or runner sees it."""
+    return Path(os.path.abspath(path))
+
+
 def _has_commit(git_dir: Path, commit: str) -> bool:
     return _git(["--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"]).returncode == 0
 
@@ -97,9 +103,10 @@ def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
     digest = "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest()
     if digest != code.diff_digest:
         raise InputUnrecoverable(f"the stored diff's digest {digest[:19]}… differs from the recorded {code.diff_digest[:19]}…", hint="the diff was altered after training")
-    patch = repo.parent / "recorded.patch"
+    # absolute: git runs in the checkout, so a relative path would name a file that is not there
+    patch = _absolute(repo.parent / "recorded.patch")
     patch.write_text(diff, encoding="utf-8")
-    result = _git(["apply", "--binary", "--whitespace=nowarn", str(patch)], repo)
+    result = _git(["apply", "--binary", "--whitespace=nowarn", str(patch)], _absolute(repo))
     patch.unlink()
     if result.returncode != 0:
         raise InputUnrecoverable(f"the recorded diff does not apply to commit {code.commit}: {result.stderr.strip()}")
@@ -131,7 +138,12 @@ def _materialise_data(record: RunRecord, data_root: Path) -> dict[str, Path]:
 
 
 def prepare_workspace(record: RunRecord, diff: str | None, *, dest: Path, git_cache: Path) -> Workspace:
-    """Lay out code, config and data for ``record`` at ``dest`` (which must not exist yet)."""
+    """Lay out code, config and data for ``record`` at ``dest`` (which must not exist yet).
+
+    Every path in the returned workspace is absolute (``REPRO_HOME=.repro`` is relative by default):
+    git and the runners run in other folders, where a relative path names something else.
+    """
+    dest, git_cache = _absolute(Path(dest)), _absolute(Path(git_cache))
     code = record.code
     if code is None or not code.commit or not code.repo_url:
         raise BadInput("the record names no repository and commit to rebuild from", hint="see the gate's findings")

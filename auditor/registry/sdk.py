@@ -47,6 +47,7 @@ from auditor.contract import (
 )
 from auditor.errors import BadInput, LineageIncomplete
 from auditor.lineage.record import Artifact, DataRef, RunRecord, SeedInfo
+from auditor.lineage.tracing import untraced
 from auditor.tags import RECORD_ARTIFACT, weights_uri
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ class Run:
 
         return dataloader_kwargs(self.seeds)
 
+    @untraced  # the SDK's own reads are not the script's inputs
     def data_path(self, name: str) -> Path:
         """A local folder holding data ref ``name``, verified against its recorded snapshot id."""
         if name not in self.record.data:
@@ -183,6 +185,7 @@ class Run:
         return path
 
     # -- what the training code writes -------------------------------------------
+    @untraced  # the SDK's own reads are not the script's inputs
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Record metrics (the last value of each is the run's result) and log them to MLflow."""
         clean: dict[str, float] = {}
@@ -197,6 +200,7 @@ class Run:
 
             tracking.log_metrics(self._session, clean, step)
 
+    @untraced  # the SDK's own reads are not the script's inputs
     def save_weights(self, state_dict: Mapping[str, Any]) -> Path:
         """Save a state dict as safetensors and record its sha256 among the outputs; returns the file."""
         from safetensors.torch import save_file
@@ -315,8 +319,9 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             if seed is not None:
                 run.seeds = seed_everything(_as_seed(seed), bool(deterministic))
             default_dir, default_argv = _script_dir_and_argv()
+            repo_dir = Path(self._repo_dir) if self._repo_dir is not None else default_dir
             captured = capture(
-                repo_dir=Path(self._repo_dir) if self._repo_dir is not None else default_dir,
+                repo_dir=repo_dir,
                 config=config,
                 overrides=overrides,
                 data=_data_refs(self._data, env, rebuild),
@@ -333,6 +338,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         except BaseException:
             run._cleanup()
             raise
+        run._tracer = _start_tracing(run, repo_dir, env)
         self.run = run
         self._started = time.monotonic()
         _after_enter(self, run)
@@ -344,6 +350,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         _before_exit(run)
         run.failed = exc_type is not None
         elapsed = time.monotonic() - self._started
+        _stop_tracing(run)
         try:
             if run.rebuild:
                 _write_rebuild_outputs(run)
@@ -743,6 +750,27 @@ def _differing_files(ours: Path, recorded: Path) -> list[str]:
         if mine[rel].read_bytes() != theirs[rel].read_bytes():
             differ.append(rel)
     return differ
+
+
+def _start_tracing(run: Run, repo_dir: Path, env: Mapping[str, str]) -> Any:
+    """Input tracing for the block (``auditor.lineage.tracing``); a failure to trace never stops training."""
+    from auditor.lineage import tracing
+
+    try:
+        return tracing.start(run.record, repo_dir=repo_dir, env=env, exclude=[run._scratch, run._output_dir])
+    except Exception as exc:  # noqa: BLE001 - the record then says it was not traced
+        log.warning("repro: input tracing is off for this run: %s", exc)
+        return None
+
+
+def _stop_tracing(run: Run) -> None:
+    tracer = getattr(run, "_tracer", None)
+    if tracer is not None:
+        run._tracer = None
+        try:
+            run.record.traced = tracer.stop()
+        except Exception as exc:  # noqa: BLE001 - the record then says it was not traced
+            log.warning("repro: input tracing failed for this run: %s", exc)
 
 
 def _data_refs(data: Mapping[str, str | DataRef], env: Mapping[str, str], rebuild: bool) -> dict[str, DataRef]:

@@ -1,0 +1,215 @@
+"""Input tracing: the audit hook and the environment view record what the record does not pin (real files, real env)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from auditor.lineage import tracing
+from auditor.lineage.gate import check
+from auditor.lineage.record import EnvironmentInfo, LocalPackage, RunRecord, TracedFile, TracedInputs, TracedVariable
+from auditor.lineage.traced import compare, registration_findings
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture()
+def outside(tmp_path, monkeypatch) -> Path:
+    """A folder outside every excluded root: the temp dir is moved under tmp_path/tmp first."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    return folder
+
+
+def test_files_read_outside_are_recorded_by_digest_and_writes_reads_of_excluded_roots_are_not(outside, tmp_path, monkeypatch):
+    monkeypatch.delenv("MY_LR", raising=False)
+    feature = outside / "features.csv"
+    feature.write_bytes(b"a,b\n1,2\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "x.npy").write_bytes(b"data")
+    written = outside / "out.txt"
+    tracer = tracing.start(RunRecord(), repo_dir=None, env={"REPRO_DATA_TRAIN": str(data)}, exclude=[])
+    try:
+        feature.read_text()
+        feature.read_text()  # once only
+        open(os.path.relpath(feature)).close()  # a relative spelling is the same file
+        (data / "x.npy").read_bytes()  # the data folder is pinned by the snapshot
+        written.write_text("w")  # a write reads nothing
+        with open(tmp_path / "tmp" / "scratch", "w+") as handle:  # the temp dir is excluded
+            handle.write("x")
+        fd = os.open(outside / "features.csv", os.O_RDONLY)  # os.open is seen too, but deduped
+        os.close(fd)
+        with pytest.raises(FileNotFoundError):
+            open(outside / "override.json")  # trying to read a missing file is an input too
+        open(sys.executable, "rb").close()  # the Python installation is excluded
+        Path("/proc/self/status").read_text()
+    finally:
+        traced = tracer.stop()
+    assert [(f.path, f.size, f.sha256) for f in traced.files] == [
+        (str(feature), 8, _sha(b"a,b\n1,2\n")),
+        (str(outside / "override.json"), None, None),
+    ]
+    # after stop the hook is a no-op
+    (outside / "later.txt").write_text("x")
+    (outside / "later.txt").read_text()
+    assert tracer.stop().files == traced.files
+
+
+def test_environment_reads_are_recorded_by_name_and_digest_never_the_value(monkeypatch):
+    monkeypatch.setenv("MY_LR", "0.3")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2")
+    monkeypatch.delenv("MY_FLAG", raising=False)
+    tracer = tracing.start(RunRecord(), repo_dir=None, env={})
+    try:
+        from os import environ  # a module that imported environ before tracing began is traced too
+
+        assert type(os.environ) is not os._Environ
+        assert os.getenv("MY_LR") == "0.3"
+        assert environ.get("MY_LR") == "0.3"
+        assert "MY_FLAG" not in os.environ
+        os.environ.get("DB_PASSWORD")
+        os.environ.get("PATH"), os.environ.get("OMP_NUM_THREADS"), os.environ.get("REPRO_SEED")  # ignored / pinned elsewhere
+        os.environ.get("MLFLOW_TRACKING_URI"), os.environ.get("LC_ALL"), os.environ.get("PYTHONHASHSEED")
+        everything = dict(os.environ)  # a bulk read is noted, not recorded variable by variable
+        copied = os.environ.copy()
+        assert everything == copied
+    finally:
+        traced = tracer.stop()
+    assert type(os.environ) is os._Environ  # its own class back
+    variables = {v.name: v.sha256 for v in traced.env}
+    assert variables == {"MY_LR": _sha(b"0.3"), "MY_FLAG": None, "DB_PASSWORD": variables["DB_PASSWORD"]}
+    assert variables["DB_PASSWORD"].startswith("<redacted:")
+    assert "hunter2" not in traced.model_dump_json() and "0.3" not in traced.model_dump_json()
+    assert any("in bulk 2 time(s)" in note for note in traced.notes)
+
+
+def test_reads_the_sdk_makes_on_its_own_behalf_are_not_traced(outside):
+    target = outside / "sdk.bin"
+    target.write_bytes(b"x")
+    tracer = tracing.start(RunRecord(), repo_dir=None, env={})
+
+    @tracing.untraced
+    def sdk_read() -> bytes:
+        return target.read_bytes()
+
+    try:
+        sdk_read()
+    finally:
+        traced = tracer.stop()
+    assert traced.files == []
+
+
+def test_in_the_repository_only_git_ignored_files_are_traced(tmp_path, monkeypatch):
+    from tests.fixtures.gitrepo import init_repo
+
+    repo = init_repo(tmp_path / "repo", {"train.py": "x\n", ".gitignore": "secret_data/\n", "sub/keep.py": "k\n"})
+    (repo / "secret_data").mkdir()
+    (repo / "secret_data" / "extra.csv").write_text("1\n")
+    (repo / "untracked.py").write_text("u\n")  # untracked, not ignored: the diff pins it
+    (repo / ".repro").mkdir()
+    (repo / ".repro" / "cache").write_text("c")  # the auditor's own folder
+    monkeypatch.chdir(repo)
+    from auditor.lineage.record import CodeInfo
+
+    # the project folder is a subfolder: the whole repository is pinned by the commit
+    tracer = tracing.start(RunRecord(code=CodeInfo(subdir="sub")), repo_dir=repo / "sub", env={})
+    try:
+        for name in ("train.py", "sub/keep.py", "secret_data/extra.csv", "untracked.py", ".repro/cache"):
+            Path(name).read_text()
+    finally:
+        traced = tracer.stop()
+    assert [(f.path, f.sha256) for f in traced.files] == [("$REPO/secret_data/extra.csv", _sha(b"1\n"))]
+
+
+def test_a_record_without_a_traced_section_keeps_its_digest_and_an_old_record_still_parses():
+    record = RunRecord(environment=EnvironmentInfo(python="3.11"))
+    data = record.to_dict()
+    assert "traced" not in data and "local_packages" not in data["environment"]
+    assert RunRecord.from_dict(data).digest() == record.digest()
+    traced = record.model_copy(update={"traced": TracedInputs()})
+    assert traced.digest() != record.digest() and traced.to_dict()["traced"] == {"files": [], "env": [], "notes": []}
+
+
+def _rec(files=(), env=(), packages=None) -> RunRecord:
+    return RunRecord(
+        traced=TracedInputs(files=list(files), env=list(env)),
+        environment=EnvironmentInfo(python="3.11", local_packages=packages or {}),
+    )
+
+
+def test_the_gate_warns_by_name_for_each_traced_input_and_local_package():
+    record = _rec(
+        files=[TracedFile(path="/shared/features.csv", size=8, sha256=_sha(b"x"))],
+        env=[TracedVariable(name="MY_LR", sha256=_sha(b"0.3"))],
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/featurepipe", editable=True, commit="a" * 40, tree_digest=_sha(b"t"))},
+    )
+    found = {f.code: f for f in check(record) if f.code.startswith(("traced", "environment.local"))}
+    assert set(found) == {"traced.file", "traced.env", "environment.local_package"}
+    assert all(f.severity == "warning" for f in found.values())
+    assert "read /shared/features.csv outside the snapshots" in found["traced.file"].message
+    assert "snapshot it" in found["traced.file"].hint and "commit it" in found["traced.file"].hint
+    assert "read environment variable MY_LR" in found["traced.env"].message and "config" in found["traced.env"].hint
+    assert "featurepipe 1.0" in found["environment.local_package"].message
+    # the auditor's own editable install is no finding
+    own = _rec(packages={"repro-audit": LocalPackage(version="0.1.0", path="/work/main", editable=True, tree_digest=_sha(b"t"))})
+    assert registration_findings(own) == []
+
+
+def test_compare_blocks_on_every_difference_naming_the_input():
+    a = _rec(
+        files=[TracedFile(path="/shared/f.csv", size=1, sha256=_sha(b"1")), TracedFile(path="/shared/only_training", size=1, sha256=_sha(b"o"))],
+        env=[TracedVariable(name="MY_LR", sha256=_sha(b"0.3")), TracedVariable(name="API_TOKEN", sha256="<redacted:aaaaaaaa>")],
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="a" * 40, tree_digest=_sha(b"t1"))},
+    )
+    b = _rec(
+        files=[TracedFile(path="/shared/f.csv", size=1, sha256=_sha(b"2")), TracedFile(path="/shared/only_rebuild", size=None, sha256=None)],
+        env=[TracedVariable(name="MY_LR", sha256=None), TracedVariable(name="API_TOKEN", sha256=None)],
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="b" * 40, tree_digest=_sha(b"t2"))},
+    )
+    found = compare(a, b)
+    blocking = {f.path: f for f in found if f.blocking}
+    assert set(blocking) == {
+        "traced.files./shared/f.csv", "traced.files./shared/only_training", "traced.files./shared/only_rebuild",
+        "traced.env.MY_LR", "environment.local_packages.featurepipe.tree_digest",
+    }
+    assert "MY_LR was set" in blocking["traced.env.MY_LR"].message and "unset in the rebuild" in blocking["traced.env.MY_LR"].message
+    assert "version 1.0 both times" in blocking["environment.local_packages.featurepipe.tree_digest"].message
+    [secret] = [f for f in found if not f.blocking]
+    assert secret.path == "traced.env.API_TOKEN"
+    # the same inputs: nothing
+    assert compare(a, a) == []
+    # an untraced side is said, not guessed
+    assert [f.code for f in compare(RunRecord(), a)] == ["traced.not_traced"]
+
+
+def test_forked_children_do_not_report_into_a_dead_tracer_and_the_fork_is_noted(outside):
+    script = textwrap.dedent(f"""
+        import os, sys, tempfile
+        tempfile.tempdir = {str(outside.parent / 'tmp')!r}
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from auditor.lineage import tracing
+        from auditor.lineage.record import RunRecord
+        t = tracing.start(RunRecord(), repo_dir=None, env={{}})
+        pid = os.fork()
+        if pid == 0:
+            open({str(outside / 'child.txt')!r}, 'w').write('c'); open({str(outside / 'child.txt')!r}).read(); os._exit(0)
+        os.waitpid(pid, 0)
+        traced = t.stop()
+        print(len(traced.files), any('forked' in n for n in traced.notes))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True"]
