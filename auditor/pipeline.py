@@ -374,6 +374,19 @@ def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float) -> RunResult:
             raise
 
 
+def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
+    """What training read that the record does not pin, against what each rebuild read: a difference fails lineage."""
+    from auditor.lineage.traced import compare as compare_traced
+
+    for run in runs:
+        if run.record is None:
+            a.findings.append(Finding(code="traced.unknown", path="traced", severity="warning",
+                                      message="the rebuild left no run record, so what it read was not traced",
+                                      hint="use the SDK (auditor.track) in the training script"))
+            continue
+        a.findings += [f for f in compare_traced(a.record, run.record) if f not in a.findings]
+
+
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
     from auditor.judge.floors import calibration_from_json, platform_fingerprint
@@ -388,6 +401,7 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
+    _compare_traced(a, runs)
     if rebuilt.weights_sha256:
         a.evidence["weights.rebuilt"] = rebuilt.weights_sha256
     if a.weights is not None and rebuilt.weights is not None:
