@@ -144,3 +144,32 @@ def test_the_default_direction_reads_the_metric_name():
         "lower",
         "none",
     ]
+
+
+@pytest.mark.parametrize(
+    ("metric", "values", "low", "high"),
+    [
+        ("auc", [0.995, 0.999, 0.9999, 0.97, 1.0], 0.0, 1.0),
+        ("val_accuracy", [0.001, 0.0, 0.02, 0.0005], 0.0, 1.0),
+        ("log_loss", [0.001, 0.0002, 0.03, 0.0], 0.0, math.inf),
+        ("mse", [0.0, 0.01, 0.002], 0.0, math.inf),
+        ("smooth_l1", [0.0, 0.01, 0.002], 0.0, math.inf),
+        ("ppl", [1.0, 1.5, 9.0], 0.0, math.inf),
+        ("error_rate", [0.99, 1.0, 0.95], 0.0, 1.0),
+    ],
+)
+def test_a_band_never_leaves_its_metrics_domain(metric, values, low, high):
+    from auditor.judge.calibrate import band_from_runs, default_direction
+
+    band = band_from_runs(metric, values, direction=default_direction(metric), runs=[f"r{i}" for i in range(len(values))])
+    assert low <= band.lower <= band.upper <= high, band
+    assert "clipped to the metric's domain" in band.method
+
+
+def test_one_table_gives_direction_and_domain_consistently():
+    from auditor.judge.calibrate import metric_kind
+
+    assert metric_kind("mse") == metric_kind("smooth_l1") == metric_kind("ppl") == ("lower", (0.0, math.inf))
+    assert metric_kind("auc")[0] == metric_kind("f1")[0] == "higher"
+    assert metric_kind("error_rate") == ("lower", (0.0, 1.0))
+    assert metric_kind("throughput_tokens")[0] == "none"
