@@ -140,18 +140,25 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
         return None, "", []
     if floor is None:
         return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
-    differences = platform_differences(floor.platform, platform or {})
+    warnings: list[str] = []
+    if not floor.platform or not platform:
+        # unknown is not "another platform": only a recorded difference may relax the floor
+        warnings.append("the platform was not recorded " + ("at calibration" if not floor.platform else "by the rebuild")
+                        + ": the same-seed floor is applied as if it matched")
+        differences = []
+    else:
+        differences = platform_differences(floor.platform, platform)
     if differences:
         warning = (f"this rebuild ran on another platform than the calibration ({'; '.join(differences)}): "
                    "the weights are not held to the same-seed floor, the metric bands alone judge")
         return None, "", [warning]
     if floor.bit_identical:
         return False, (f"the recipe is bit-identical on this platform ({floor.n} same-seed reruns gave one weights hash), "
-                       "so a rebuild that differs means an input the record does not pin"), []
-    if deterministic and not floor.platform.get("accelerator"):
+                       "so a rebuild that differs means an input the record does not pin"), warnings
+    if deterministic and not floor.platform.get("accelerator") and not (platform or {}).get("accelerator"):
         return False, (f"{floor.n} same-seed reruns differ although the run is on CPU with deterministic algorithms on, "
-                       "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator)"), []
-    return (*check_floor(diff, floor), [])
+                       "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator)"), warnings
+    return (*check_floor(diff, floor), warnings)
 
 
 def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None,
@@ -189,7 +196,7 @@ def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, err
     parts = [f"all {len(judged)} banded metric(s) inside"] if judged else []
     if weights_ok:
         parts.append("weights within the same-seed floor")
-    if warnings:
+    if warnings and weights_ok is None:
         parts.append("judged by the bands alone (another platform)")
     return TierResult(name="statistical", status="pass", summary="; ".join(parts), details=details)
 

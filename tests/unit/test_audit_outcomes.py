@@ -205,6 +205,14 @@ def test_another_platform_falls_back_to_the_bands_and_says_so(world, monkeypatch
     assert "another platform" in warning and "aarch64" in warning
 
 
+def test_an_unrecorded_platform_does_not_relax_the_floor(world, monkeypatch):
+    _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
+    _set_floor(world, bit_identical=True, max_abs=0.0, platform={})  # a script without the SDK records none
+    result, _ = run_audit(world, monkeypatch, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
+    assert result.verdict is Verdict.OUT_OF_TOLERANCE
+    assert any("not recorded" in d for d in result.tiers["statistical"].details)
+
+
 def test_a_rebuild_of_another_architecture_is_never_reproduced(world, monkeypatch):
     _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
     _set_floor(world, bit_identical=False, max_abs=1e9)
