@@ -178,8 +178,3 @@ def exit_code(outcome: BaseException | str) -> int:
 def describe(exc: BaseException) -> str:
     """The text a failure is reported with: ours as they are, anything else named by its type."""
     return str(exc) if isinstance(exc, ReproError) else f"unexpected {type(exc).__name__}: {exc}"
-
-
-# Old names, kept while the rename lands across the packages; use the names above.
-RebuildFailed = InputUnrecoverable
-RunFailed = RecipeCrashed

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from auditor import contract
 from auditor.contract import LOG_FILE
-from auditor.errors import BadInput, RebuildFailed
+from auditor.errors import BadInput, InputUnrecoverable
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
@@ -124,7 +124,7 @@ class RunOutcome:
 
 
 class Runner(Protocol):
-    """Runs one ``RunSpec``. Raises ``BadInput``/``RebuildFailed`` for an unusable spec and
+    """Runs one ``RunSpec``. Raises ``BadInput``/``InputUnrecoverable`` for an unusable spec and
     ``InfrastructureError`` when the machinery fails; a script that fails is an outcome, not an error."""
 
     name: str
@@ -190,7 +190,7 @@ class ProcessRunner:
         if not spec.argv:
             raise BadInput("the entry point is empty", hint="record code.entrypoint, e.g. ['python', 'train.py']")
         if not spec.cwd.is_dir():
-            raise RebuildFailed(f"project directory {spec.cwd} does not exist", hint="check code.subdir in the record")
+            raise InputUnrecoverable(f"project directory {spec.cwd} does not exist", hint="check code.subdir in the record")
         argv = list(spec.argv)
         if argv[0] in {"python", "python3"}:
             argv[0] = sys.executable
@@ -211,7 +211,7 @@ class ProcessRunner:
                     start_new_session=True,
                 )
             except (FileNotFoundError, PermissionError) as exc:
-                raise RebuildFailed(
+                raise InputUnrecoverable(
                     f"cannot start entry point {argv[0]!r} in {spec.cwd}: {exc.strerror}",
                     hint="the recorded code.entrypoint must be runnable from code.subdir",
                 ) from None

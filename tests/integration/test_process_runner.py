@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.errors import RebuildFailed
+from auditor.errors import InputUnrecoverable
 from auditor.rebuild.runners import ProcessRunner, RunSpec
 
 
@@ -149,11 +149,11 @@ def test_an_entry_point_that_cannot_start_fails_naming_it(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     spec = RunSpec(argv=["no-such-trainer", "--fit"], cwd=project, output_dir=tmp_path / "out")
-    with pytest.raises(RebuildFailed, match="no-such-trainer"):
+    with pytest.raises(InputUnrecoverable, match="no-such-trainer"):
         ProcessRunner().run(spec)
 
 
 def test_a_missing_project_directory_fails_naming_it(tmp_path):
     spec = RunSpec(argv=["python", "train.py"], cwd=tmp_path / "gone", output_dir=tmp_path / "out")
-    with pytest.raises(RebuildFailed, match="gone"):
+    with pytest.raises(InputUnrecoverable, match="gone"):
         ProcessRunner().run(spec)
