@@ -8,7 +8,6 @@ run, so that the user's own ``mlflow.log_*`` calls inside the block land in it.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import time
@@ -19,7 +18,7 @@ from typing import Any
 
 from auditor.errors import BadInput
 from auditor.lineage.record import DataRef, RunRecord
-from auditor.registry.layout import run_layout, write_layout
+from auditor.registry.layout import flatten_params, run_layout, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
 from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
 from auditor.tags import (
@@ -39,7 +38,6 @@ from auditor.tags import (
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
 # value 6,000 characters, a run tag 8,000; param keys allow these characters only.
 _PARAM_BATCH = 100
-_MAX_PARAM_VALUE = 6000
 _MAX_TAG_VALUE = 8000
 _KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 _DATASET_DIGEST = 36  # MLflow's column width for a dataset digest
@@ -122,22 +120,6 @@ def log_metrics(session: Session, metrics: Mapping[str, float], step: int | None
         session.client.log_batch(session.run_id, metrics=batch)
 
 
-def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}``, keys made MLflow-safe, values cut to MLflow's limit."""
-    out: dict[str, str] = {}
-
-    def walk(value: Any, prefix: str) -> None:
-        if isinstance(value, Mapping) and value:
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}" if prefix else str(key))
-            return
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[_KEY_UNSAFE.sub("_", prefix) or "_"] = text[:_MAX_PARAM_VALUE]
-
-    walk(config, "")
-    return out
-
-
 def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     """The tags MLflow users already read, and ours."""
     tags: dict[str, str] = {TAG_RECORD_DIGEST: record.digest(), TAG_SCHEMA_VERSION: record.schema_version}
@@ -216,7 +198,7 @@ def finish(
     client, run_id = session.client, session.run_id
     with mlflow_errors(f"logging run {run_id}", session.uri):
         existing = client.get_run(run_id).data.params
-        params = flatten_params(record.config.resolved if record.config else {})
+        params = training_params(record)
         conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
         if conflicts:
             raise BadInput(
