@@ -127,6 +127,8 @@ def test_the_untouched_set_verifies_with_signatures_and_anchors(signed):
     evidence = json.loads(open_store(settings.reports).read(ledger.entries(open_store(settings.reports))[0]["evidence"]["key"]))
     assert evidence["signing"] == {"keyid": keyid, "signer": "audit-bot@bank"}
     assert evidence["audit"]["verdict"] == Verdict.NOT_REPRODUCIBLE.value
+    page = open_store(settings.reports).read(ledger.entries(open_store(settings.reports))[0]["report"]["key"]).decode()
+    assert keyid in page and "audit-bot@bank" in page and "Reviewed by" in page
 
 
 def test_rewriting_an_old_verdict_and_recomputing_the_whole_chain_is_caught(signed):
