@@ -662,6 +662,8 @@ def _log_audit_run(registry, info, result: AuditResult, publication, settings: S
     }
     if entry.get("attestation"):
         params[t.PARAM_ATTESTATION_SHA256] = entry["attestation"]["sha256"]
+    if publication.entry_version_id:
+        params[t.PARAM_LEDGER_ENTRY_VERSION] = publication.entry_version_id
     run_tags = {
         t.TAG_RUN_KIND: "audit",
         t.TAG_RUN_MODEL: info.name,
@@ -684,7 +686,7 @@ def ledger_anchors(location: str, settings: Settings | None = None) -> list[Any]
     """The ledger heads the audits experiment anchors for ``location`` (``evidence verify`` compares them)."""
     from auditor.report.verify import Anchor
     from auditor.storage import open_store
-    from auditor.tags import PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
+    from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
 
     settings = settings or get_settings()
     uri = open_store(location).uri
@@ -693,7 +695,8 @@ def ledger_anchors(location: str, settings: Settings | None = None) -> list[Any]
         seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)
         if seq is not None and seq.isdigit() and head:
             state = " (deleted)" if run.deleted else ""
-            anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {settings.audit_experiment!r}"))
+            anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {settings.audit_experiment!r}",
+                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION)))
     return anchors
 
 

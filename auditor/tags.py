@@ -28,6 +28,8 @@ TAG_SCHEMA_VERSION = "repro.schema_version"
 TAG_DIRTY = "repro.dirty"
 TAG_IMAGE_DIGEST = "repro.image_digest"
 TAG_DATA_PREFIX = "repro.data."
+#: run tag: the LoggedModel (pyfunc over the weights) the run logged, which its version is registered from
+TAG_LOGGED_MODEL = "repro.logged_model"
 #: the tag on an MLflow dataset input naming the snapshot version it was
 TAG_DATASET_VERSION = "repro.version"
 
@@ -62,6 +64,8 @@ TAG_RUN_MODEL_VERSION = "repro.model_version"
 PARAM_LEDGER_LOCATION = "repro.ledger.location"
 PARAM_LEDGER_SEQ = "repro.ledger.seq"
 PARAM_LEDGER_HEAD = "repro.ledger.head"
+#: param: on a versioned (Object Lock) bucket, the version id of the entry object this head is
+PARAM_LEDGER_ENTRY_VERSION = "repro.ledger.entry_version"
 PARAM_EVIDENCE_SHA256 = "repro.evidence.sha256"
 PARAM_ATTESTATION_SHA256 = "repro.attestation.sha256"
 #: param of a calibration run: the sha256 of its evidence artifact

@@ -27,6 +27,7 @@ from auditor.tags import (
     TAG_DATASET_VERSION,
     TAG_DIRTY,
     TAG_IMAGE_DIGEST,
+    TAG_LOGGED_MODEL,
     TAG_RECORD_DIGEST,
     TAG_SCHEMA_VERSION,
     TAG_TRAIN_SECONDS,
@@ -191,8 +192,13 @@ def finish(
     weights: Path | None,
     train_seconds: float | None,
     failed: bool,
+    pyfunc: Mapping[str, Any] | None = None,
 ) -> None:
-    """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it."""
+    """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it.
+
+    With ``pyfunc`` (from ``Run.save_weights(factory=…)``), also a LoggedModel of the pyfunc flavour
+    over the weights, linked to the run; ``register`` makes the version from it.
+    """
     from mlflow.entities import Param, RunTag
 
     client, run_id = session.client, session.run_id
@@ -215,6 +221,8 @@ def finish(
             write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)
             client.log_artifacts(run_id, tmp)
         tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
+        if pyfunc is not None and weights is not None and not failed:
+            tags.append(RunTag(TAG_LOGGED_MODEL, _log_pyfunc(client, run_id, weights, pyfunc)))
         client.log_batch(run_id, tags=tags)
     if session.owns_run:
         import mlflow
@@ -226,6 +234,27 @@ def finish(
         else:
             with mlflow_errors(f"ending run {run_id}", session.uri):
                 client.set_terminated(run_id, status=status)
+
+
+def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]) -> str:
+    """A LoggedModel (MLmodel, signature, the pyfunc code and the safetensors weights) linked to ``run_id``."""
+    import mlflow.pyfunc
+
+    from auditor.registry import pyfunc_model
+
+    run = client.get_run(run_id)
+    model = client.create_logged_model(run.info.experiment_id, name=WEIGHTS_DIR, source_run_id=run_id)
+    with tempfile.TemporaryDirectory(prefix="repro-pyfunc-") as tmp:
+        folder = Path(tmp) / "model"
+        mlflow.pyfunc.save_model(
+            str(folder), python_model=pyfunc_model.__file__, artifacts={"weights": str(weights)},
+            code_paths=[spec["code"]], model_config={"factory": spec["factory"], "factory_kwargs": spec["factory_kwargs"]},
+            signature=spec.get("signature"), input_example=spec.get("input_example"),
+            pip_requirements=["torch", "safetensors", "numpy"],
+        )
+        client.log_model_artifacts(model.model_id, str(folder))
+    client.finalize_logged_model(model.model_id, "READY")
+    return model.model_id
 
 
 def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:
@@ -245,7 +274,8 @@ def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -
         run = client.get_run(run_id)
         if run.data.tags.get(TAG_TRAIN_SECONDS):
             tags[TAG_TRAIN_SECONDS] = run.data.tags[TAG_TRAIN_SECONDS]
-        version = client.create_model_version(
-            name, source=f"runs:/{run_id}/{WEIGHTS_DIR}", run_id=run_id, tags=tags
-        )
+        model_id = run.data.tags.get(TAG_LOGGED_MODEL)
+        # a LoggedModel (pyfunc over the weights) when the run logged one; else the run's weights folder
+        source = client.get_logged_model(model_id).artifact_location if model_id else f"runs:/{run_id}/{WEIGHTS_DIR}"
+        version = client.create_model_version(name, source=source, run_id=run_id, tags=tags, model_id=model_id)
     return str(version.version)

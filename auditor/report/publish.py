@@ -48,6 +48,7 @@ class Publication:
     attestation_key: str | None = None
     entry: dict[str, Any] | None = None  # the ledger entry, as stored
     files: dict[str, bytes] | None = None  # key -> bytes of what this audit published (report, evidence, attestation)
+    entry_version_id: str | None = None  # on a versioned bucket: the version of the (retained) entry object
 
 
 def entry_fields(
@@ -155,6 +156,7 @@ def publish(result: AuditResult, location: str | None = None, *, settings: Setti
             hint="run repro-audit evidence verify",
         )
     refresh(store)
+    entry_version = store.version_ids([ledger.entry_key(entry["seq"])]).get(ledger.entry_key(entry["seq"]))
     return Publication(
         location=store.uri,
         stem=stem,
@@ -167,6 +169,7 @@ def publish(result: AuditResult, location: str | None = None, *, settings: Setti
         attestation_key=attestation_key if attestation is not None else None,
         entry=entry,
         files={report_key: report, evidence_key: evidence, **({attestation_key: attestation} if attestation else {})},
+        entry_version_id=entry_version,
     )
 
 

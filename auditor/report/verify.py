@@ -42,6 +42,7 @@ class Anchor:
     seq: int
     head: str
     where: str  # e.g. "MLflow run 3fa… (param repro.ledger.head)"
+    entry_version: str | None = None  # on a versioned bucket: the entry object's version id
 
 
 @dataclass
@@ -129,6 +130,24 @@ def _signature_problem(entry: dict[str, Any], files: dict[str, bytes], public_ke
     if predicate.get("evidence_digest") != (entry.get("evidence") or {}).get("digest"):
         return "its attestation names other evidence than the entry"
     return None
+
+
+def _anchored_versions(store: Any, anchors: list[Anchor]) -> list[Problem]:
+    """On a versioned bucket: the entry object's anchored version still holds the anchored head."""
+    problems = []
+    for anchor in anchors:
+        if not anchor.entry_version or not hasattr(store, "read_version"):
+            continue
+        data = store.read_version(entry_key(anchor.seq), anchor.entry_version)
+        try:
+            held = json.loads(data).get("hash") if data is not None else None
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            held = None
+        if held != anchor.head:
+            problems.append(Problem(anchor.seq, (
+                f"entry {anchor.seq}: version {anchor.entry_version} of {entry_key(anchor.seq)} anchored in {anchor.where} "
+                f"{'is gone' if data is None else 'does not hold the anchored head'}")))
+    return problems
 
 
 def _anchor_problems(entries: list[dict[str, Any]], anchors: list[Anchor]) -> list[Problem]:
@@ -319,6 +338,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     if anchors is not None:
         out.anchored = len(anchors)
         out.problems.extend(_anchor_problems(found_entries, anchors))
+        out.problems.extend(_anchored_versions(store, anchors))
     out.problems.extend(_index_problems(store, keys, found_entries))
     for key in keys:
         if key in named or key == LEDGER_FILE or key == INDEX_FILE or key.startswith(ENTRIES):

@@ -401,6 +401,7 @@ def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught
     store = open_store(s3.reports)
     entry = ledger.entries(store)[0]
     assert entry["report"].get("version_id")
+    assert pipeline.ledger_anchors(s3.reports, s3)[0].entry_version  # the retained entry object's version, anchored
     # a plain PUT adds a newer version on top of the locked one
     client.put_object(Bucket=bucket, Key=f"reports/{entry['report']['key']}", Body=b"<html>REPRODUCED_BITWISE</html>")
     result = check(s3, public)
