@@ -26,9 +26,11 @@ from typing import Any
 from auditor.contract import WEIGHTS_FILE
 from auditor.errors import (
     BadInput,
+    Findings,
     InfrastructureError,
     InputUnrecoverable,
     LineageIncomplete,
+    NotFound,
     RecipeCrashed,
     ReproError,
     describe,
@@ -39,7 +41,14 @@ from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.rebuild.run import RunResult, crash_signature, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
-from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
+from auditor.tags import (
+    TAG_AUDIT_DATE,
+    TAG_AUDIT_PREVIOUS_DATE,
+    TAG_AUDIT_RUN,
+    TAG_COST_HOURS,
+    TAG_REPORT,
+    WEIGHTS_ARTIFACT,
+)
 
 __all__ = [
     "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
@@ -229,10 +238,70 @@ def calibrate(
         seed_ignored=len(hashes) == 1 and None not in hashes,
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
-    bands = Bands(bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at))
+    computed = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
+    evidence = _log_calibration_run(registry, info, calibration, settings)
+    bands = Bands({name: band.model_copy(update={"evidence": evidence}) for name, band in computed.items()})
     bands.calibration = calibration
     registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
     return bands
+
+
+def _log_calibration_run(registry, info, calibration, settings: Settings) -> dict[str, str]:
+    """Store a calibration's evidence as a run of the audits experiment; returns what its bands name.
+
+    The artifact holds every rerun's seed, weight digest and metrics and the same-seed floor; its
+    sha256 is a param of the run, which MLflow does not let anyone change. Each calibration adds a
+    run, so a version's calibrations keep their history.
+    """
+    from auditor import tags as t
+    from auditor.canonical import sha256_hex
+
+    data = calibration.to_json().encode("utf-8")
+    sha = "sha256:" + sha256_hex(data)
+    run_id = registry.log_run(
+        experiment=settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
+        name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}",
+        params={t.PARAM_CALIBRATION_SHA256: sha, "repro.reruns": str(len(calibration.seed_varied)),
+                t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        metrics={}, artifacts={t.CALIBRATION_ARTIFACT: data},
+    )
+    return {"run_id": run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT}
+
+
+def _calibrations(a: _Audit) -> tuple[Any, dict[str, str] | None]:
+    """The version's newest calibration as its run stored it (checked against the run's sha256 param).
+
+    Also fills ``a.calibrations`` (the history the report shows). A calibration run whose artifact
+    no longer matches its param is refused with a finding: the evidence was altered.
+    """
+    from auditor import tags as t
+    from auditor.canonical import sha256_hex
+    from auditor.judge.floors import calibration_from_json
+
+    runs = a.registry.find_runs(experiment=a.settings.audit_experiment,
+                                params={t.TAG_RUN_MODEL: a.info.name, t.TAG_RUN_MODEL_VERSION: str(a.info.version)})
+    newest: tuple[Any, dict[str, str] | None] = (None, None)
+    for run in runs:
+        sha = run.params.get(t.PARAM_CALIBRATION_SHA256)
+        if not sha:
+            continue
+        data = a.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
+        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get("repro.reruns"), "deleted": run.deleted}
+        if data is None or "sha256:" + sha256_hex(data) != sha:
+            a.findings.append(Finding(
+                code="calibration.altered", path="bands", severity="warning",
+                message=f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; its bands are refused",
+                hint="re-run `repro-audit calibrate`"))
+            a.calibrations.append({**entry, "valid": False})
+            continue
+        calibration = calibration_from_json(data, source=f"calibration run {run.run_id}")
+        a.calibrations.append({**entry, "calibrated_at": calibration.calibrated_at, "valid": True})
+        newest = (calibration, {"run_id": run.run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT})
+    if newest[1] is not None:
+        for item in a.calibrations:
+            item["judged"] = item["run_id"] == newest[1]["run_id"]
+    return newest
 
 
 # -- audit -----------------------------------------------------------------------------
@@ -254,6 +323,7 @@ class _Audit:
     metric_results: list = field(default_factory=list)
     weight_diff: Any = None
     calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
+    calibrations: list[dict[str, Any]] = field(default_factory=list)  # every calibration run, newest last
     platform: dict | None = None  # the rebuild's platform fingerprint
     drift: EnvDrift | None = None
     log_tail: str = ""
@@ -287,10 +357,34 @@ def _read_record(a: _Audit) -> None:
             code="run.deleted", path="record", severity="warning",
             message=f"run {a.info.run_id} of {a.info.ref} is deleted (not yet purged): the next `mlflow gc` destroys its record and weights",
             hint=f"restore it: `mlflow runs restore --run-id {a.info.run_id}`"))
+    changed = _record_changed_since_published(a.info, a.record.digest(), a.settings)
+    if changed:
+        a.findings.append(Finding(
+            code="record.changed", path="record", severity="blocking",
+            message=f"the run record changed after registration: {changed}",
+            hint="treat this version as unreproducible and investigate who rewrote the record"))
     a.evidence["record"] = a.record.digest()
     a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
     if a.record.environment and a.record.environment.image_digest:
         a.evidence["image"] = a.record.environment.image_digest
+
+
+def _record_changed_since_published(info, digest: str, settings: Settings) -> str | None:
+    """How this version's earlier published evidence disagrees with its record's digest now (None: it agrees)."""
+    from auditor.report import ledger
+    from auditor.storage import open_store
+
+    try:
+        entries = ledger.entries(open_store(settings.reports))
+    except (NotFound, Findings):
+        return None  # nothing published yet, or a broken ledger (evidence verify names it)
+    for entry in entries:
+        audit = entry.get("audit") or {}
+        earlier = entry.get("record_digest")
+        if audit.get("model") == info.name and str(audit.get("version")) == str(info.version) and earlier and earlier != digest:
+            return (f"its digest is {digest} but the evidence of audit {audit.get('audit_id')} (ledger entry "
+                    f"{entry.get('seq')}) recorded {earlier}")
+    return None
 
 
 def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]:
@@ -389,16 +483,30 @@ def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
 
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
-    from auditor.judge.floors import calibration_from_json, platform_fingerprint
+    from auditor.judge.binding import bind
+    from auditor.judge.floors import platform_fingerprint
     from auditor.judge.tolerance import bands_from_json, check_metrics
     from auditor.judge.weights import diff_safetensors
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
+    calibration, evidence = _calibrations(a)
     calibration_text = a.info.tags.get(TAG_CALIBRATION)
-    if calibration_text:
-        a.calibration = calibration_from_json(calibration_text, source=f"{a.info.ref} tag {TAG_CALIBRATION}")
+    if calibration is not None:
+        a.calibration = calibration  # the run's evidence, never the editable tag
+        if calibration_text and calibration_text != calibration.to_json():
+            a.findings.append(Finding(
+                code="calibration.tag_edited", path="bands", severity="warning",
+                message=f"tag {TAG_CALIBRATION} differs from the calibration run {evidence['run_id']} it copies; the run's evidence judged",
+                hint="re-run `repro-audit calibrate`"))
+    elif calibration_text:
+        a.findings.append(Finding(
+            code="calibration.unbound", path="bands", severity="warning",
+            message=f"tag {TAG_CALIBRATION} names no calibration run of this version: its same-seed floor is not used",
+            hint="re-run `repro-audit calibrate`"))
     bands_text = a.registry.get_bands(a.info)
     bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
+    bands, refused = bind(bands, calibration, evidence, a.record.outputs.metrics)
+    a.findings += refused
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
     _compare_traced(a, runs)
@@ -466,6 +574,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         log_tail=redact(a.log_tail) or "",  # the result leaves the process (CLI, --json, reports): never a secret
         error=redact(a.error or a.unrecoverable),
         evidence=a.evidence,
+        calibrations=a.calibrations,
     )
 
 
@@ -521,15 +630,74 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
     progress("publishing the report")
     publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
-    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri:
+    progress("anchoring the ledger in MLflow")
+    run_id = _log_audit_run(registry, info, result, publication, settings)
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id:
         registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
-        tags = {TAG_AUDIT_DATE: date}
+        tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id}
         previous = info.tags.get(TAG_AUDIT_DATE)
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         registry.set_tags(info, tags)
     row = {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
     return Published(result=result, row=row)
+
+
+def _log_audit_run(registry, info, result: AuditResult, publication, settings: Settings) -> str:
+    """Log the audit as a run of the audits experiment, once per audit; its params anchor the ledger head.
+
+    MLflow refuses to change a param once logged, so the head written here (sequence number
+    and entry hash, for this reports location) is what ``evidence verify`` holds the ledger to:
+    a rewritten, re-chained or rolled-back ledger no longer matches it.
+    """
+    from auditor import tags as t
+
+    entry = publication.entry or {}
+    params = {
+        t.PARAM_LEDGER_LOCATION: publication.location,
+        t.PARAM_LEDGER_SEQ: str(publication.seq),
+        t.PARAM_LEDGER_HEAD: publication.entry_hash,
+        t.PARAM_EVIDENCE_SHA256: (entry.get("evidence") or {}).get("sha256", ""),
+        t.PARAM_RECORD_DIGEST: result.record_digest or "",
+    }
+    if entry.get("attestation"):
+        params[t.PARAM_ATTESTATION_SHA256] = entry["attestation"]["sha256"]
+    if publication.entry_version_id:
+        params[t.PARAM_LEDGER_ENTRY_VERSION] = publication.entry_version_id
+    run_tags = {
+        t.TAG_RUN_KIND: "audit",
+        t.TAG_RUN_MODEL: info.name,
+        t.TAG_RUN_MODEL_VERSION: str(info.version),
+        t.TAG_VERDICT: result.verdict.value,
+        **{f"repro.tier.{name}": tier.status for name, tier in result.tiers.items()},
+    }
+    metrics = {}
+    for m in result.metrics:
+        values = [v for v in m.rebuilt if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        if values:
+            metrics[f"rebuilt.{m.name}"] = float(values[0])
+    return registry.log_run(
+        experiment=settings.audit_experiment, identity=publication.stem, name=f"audit {info.name} v{info.version} {result.audit_id}",
+        params=params, tags=run_tags, metrics=metrics, artifacts=publication.files or {},
+    )
+
+
+def ledger_anchors(location: str, settings: Settings | None = None) -> list[Any]:
+    """The ledger heads the audits experiment anchors for ``location`` (``evidence verify`` compares them)."""
+    from auditor.report.verify import Anchor
+    from auditor.storage import open_store
+    from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
+
+    settings = settings or get_settings()
+    uri = open_store(location).uri
+    anchors = []
+    for run in _registry(settings).find_runs(experiment=settings.audit_experiment, params={PARAM_LEDGER_LOCATION: uri}):
+        seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)
+        if seq is not None and seq.isdigit() and head:
+            state = " (deleted)" if run.deleted else ""
+            anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {settings.audit_experiment!r}",
+                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION)))
+    return anchors
 
 
 def publish_audit(

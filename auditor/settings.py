@@ -241,6 +241,25 @@ REBUILD_BACKEND = Setting(
     choices=("celery", "kubernetes"),
     hint="set REPRO_REBUILD_BACKEND=celery (gpu queue) or kubernetes (one pod per rebuild)",
 )
+SIGNING_KEY = Setting(
+    "REPRO_SIGNING_KEY", "str", None,
+    "signs each audit's in-toto attestation: an Ed25519 PEM private key file (repro-audit evidence keygen) or a "
+    "signer URI (awskms:, gcpkms:, azurekms:, hv:, hsm:, file2:); unset: audits are published unsigned",
+    "signing_key",
+)
+SIGNING_PUBLIC_KEY = Setting(
+    "REPRO_SIGNING_PUBLIC_KEY", "str", None, "the PEM public key of a signer URI in REPRO_SIGNING_KEY",
+    "signing_public_key",
+)
+SIGNER = Setting(
+    "REPRO_SIGNER", "str", None, "who signs, as reports and attestations name them", "signer",
+    derived="REPRO_RESPONSIBLE",
+)
+AUDIT_EXPERIMENT = Setting(
+    "REPRO_AUDIT_EXPERIMENT", "str", "repro-audit-audits",
+    "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
+    "audit_experiment",
+)
 
 # The Kubernetes route (REPRO_REBUILD_BACKEND=kubernetes): what the platform team provides.
 K8S_IMAGE = Setting(
@@ -282,6 +301,7 @@ _TOP_LEVEL = (
     TRACKING_URI, REGISTRY_URI, HOME, SNAPSHOT_STORE, REPORTS, RUNNER, REBUILD_TIMEOUT_S, RETRY_DELAY_S,
     NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
     LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND,
+    SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
 )
 #: every setting, in the order the docs list them
 SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
@@ -347,6 +367,10 @@ class Settings:
     require_object_lock: bool = REQUIRE_OBJECT_LOCK.default
     lock_retention_days: int = LOCK_RETENTION_DAYS.default
     rebuild_backend: str = REBUILD_BACKEND.default
+    signing_key: str | None = SIGNING_KEY.default
+    signing_public_key: str | None = SIGNING_PUBLIC_KEY.default
+    signer: str | None = SIGNER.default
+    audit_experiment: str = AUDIT_EXPERIMENT.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property
