@@ -27,7 +27,7 @@ MEMORY_SCHEME = "memory://"
 _MLFLOW_RETRIES = "MLFLOW_HTTP_REQUEST_MAX_RETRIES"
 _MLFLOW_TIMEOUT = "MLFLOW_HTTP_REQUEST_TIMEOUT"
 _MLFLOW_BACKOFF = "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"
-_BACKOFF = "0.5"  # urllib3 waits 0, 1, 2 s ... between retries, not MLflow's 0, 4, 8 s ...
+_BACKOFF = "1"  # an int to MLflow: urllib3 waits 0, 2, 4 s ... between retries, not MLflow default 0, 4, 8 s ...
 
 
 def registry_scheme(uri: str) -> str:
