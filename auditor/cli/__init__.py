@@ -91,11 +91,12 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
-    from auditor.cli.output import install_logging
+    from auditor.cli import output
 
+    output.reset()
     as_json = _json_requested(argv)
     _load_commands()
-    install_logging()
+    output.install_logging()
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
         code = app(args=argv, standalone_mode=False, prog_name="repro-audit")

@@ -20,8 +20,22 @@ _LOGGERS = ("auditor", "urllib3.connectionpool")
 _HANDLER_MARK = "_repro_audit_cli"
 
 
+_emitted: list[bool] = []  # whether this process printed its JSON document already
+
+
 def emit_json(value: Any) -> None:
+    _emitted.append(True)
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def reset() -> None:
+    """A fresh command (``main`` called again in one process, as tests do)."""
+    _emitted.clear()
+
+
+def json_emitted() -> bool:
+    """Whether a JSON document went to stdout (an error after it is not printed as a second one)."""
+    return bool(_emitted)
 
 
 def error(message: str) -> None:
@@ -34,8 +48,10 @@ def error(message: str) -> None:
 
 
 def emit_error_json(message: str, code: int, hint: str | None) -> None:
-    """Under ``--json``: the error on stdout too, as one object a script can parse."""
-    emit_json({"error": message, "exit_code": code, "hint": hint})
+    """Under ``--json``: the error on stdout too, as one object a script can parse, unless the command
+    already printed its own document (``lineage show --json`` with blocking findings, say)."""
+    if not json_emitted():
+        emit_json({"error": message, "exit_code": code, "hint": hint})
 
 
 def console():
