@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 
 # Each module registers its commands on ``app`` when imported.
-_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "demo")
+_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "report", "demo")
 
 
 def _load_commands() -> None:

@@ -250,8 +250,13 @@ def nightly_cmd(
     from auditor import pipeline
 
     date = date or dt.datetime.now(dt.UTC).date().isoformat()
+    from auditor.cli.report import write_coverage
+
+    settings = _settings(tracking_uri)
     with _progress(not json_out) as progress:
-        summary = pipeline.nightly(date, settings=_settings(tracking_uri), progress=progress)
+        summary = pipeline.nightly(date, settings=settings, progress=progress)
+    _, coverage_page = write_coverage(settings)  # the night has the registry's listing: the coverage view too
+    summary = {**summary, "coverage": coverage_page}
     if json_out:
         emit_json(summary)
         return
@@ -264,3 +269,4 @@ def nightly_cmd(
         verdict = row.get("verdict") or ("already audited" if row.get("skipped") else "")
         table.add_row(row["ref"], verdict, row.get("reason") or "", row.get("error") or row.get("report") or "")
     console().print(table)
+    console().print(f"coverage: {coverage_page}", markup=False, highlight=False)
