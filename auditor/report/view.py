@@ -48,7 +48,7 @@ SUPPORT = {
     ),
     "artifact_recovery": (
         "SR 26-2 ongoing monitoring: the registered artifact is still retrievable and is, byte for byte, the "
-        "one the run record names; re-evaluated by the recorded recipe, it gives the registered metrics."
+        "one the run record names."
     ),
     "statistical": (
         "SR 26-2 outcomes analysis: the model was rebuilt today from its recorded inputs and its metrics "
@@ -60,6 +60,8 @@ SUPPORT = {
         "exactly the registered ones. EU AI Act Annex IV §2(g): a dated, re-checkable test log."
     ),
 }
+#: added to artifact recovery's claim only when the registered weights were re-evaluated and matched
+RECOVERY_EVALUATED = " Re-evaluated by the recorded recipe, it gives the registered metrics."
 #: what the page says of a tier that did not pass, instead of the claim a pass would make
 NO_SUPPORT = {
     "fail": "Supports nothing here: this tier failed (see the tier results).",
@@ -250,6 +252,8 @@ def support(audit: AuditResult) -> list[dict[str, str]]:
         status = tier["status"] if tier else NOT_RUN
         why = (tier or {}).get("why") or "the judge reported nothing for it"
         serves = SUPPORT[n] if status == "pass" else NO_SUPPORT.get(status, NO_SUPPORT["fail"]).format(why=why)
+        if n == "artifact_recovery" and status == "pass" and "reproduce the metrics" in (tier or {}).get("summary", ""):
+            serves += RECOVERY_EVALUATED  # the judge's summary when the re-evaluation ran and matched
         rows.append({"tier": TIER_TITLES[n], "status": status, "css": status.replace(" ", "-"), "serves": serves,
                      "would_serve": None if status == "pass" else SUPPORT[n]})
     return rows

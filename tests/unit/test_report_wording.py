@@ -57,6 +57,16 @@ def test_a_snapshot_that_no_longer_verifies_reads_not_run_and_claims_no_rebuild(
     assert "rebuilt today" not in supports.split("A pass would support")[0]
     assert supports.count("Supports nothing here: this tier did not run (the model could not be rebuilt") == 2
     assert text.count(SNAPSHOT_GONE) == 1  # each error text once
+    assert "re-evaluated" not in supports.lower().split("a pass would support")[0]  # it was not (evaluated=None)
+
+
+def test_artifact_recovery_claims_the_re_evaluation_only_when_it_ran():
+    check = RecoveryCheck(expected_sha256="ab" * 32, actual_sha256="ab" * 32, registered={"auc": 0.91}, evaluated={"auc": 0.91})
+    verdict, tiers = judge(findings=[], recovery=check, metric_results=[], weight_diff=None, unrecoverable=SNAPSHOT_GONE)
+    audit = make_audit().model_copy(update={"verdict": verdict, "tiers": tiers, "metrics": [], "weight_diff": None,
+                                            "error": SNAPSHOT_GONE})
+    supports = unescape(_section(_html(audit), "supports"))
+    assert "Re-evaluated by the recorded recipe, it gives the registered metrics." in supports
 
 
 def test_an_error_reads_not_run_for_the_tiers_it_stopped_and_says_its_text_once():
