@@ -209,7 +209,8 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
             "age_days": None if age is None else int(age), "verdict": seen["verdict"] if seen else None,
             "href": seen["href"] if seen else None, "source": seen["source"] if seen else None,
         })
-    rows.sort(key=lambda r: (COVERAGE_ORDER[r["status"]], -(r["age_days"] or 0), r["model"], r["version_key"] or r["version"]))
+    rows.sort(key=lambda r: (COVERAGE_ORDER[r["status"]], -(r["age_days"] or 0), r["model"],
+                             float(r["version_key"]) if r["version_key"] else math.inf, r["version"]))
     return rows
 
 
