@@ -13,6 +13,7 @@ artifact, rebuild, compare. Whatever fails inside them becomes the verdict that
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -548,6 +549,16 @@ def preflight(registry, info, settings: Settings, *, publishing: bool) -> None:
 
 
 # -- publish and the nightly sequence -------------------------------------------------------
+def _publish_keeping_verdict(publish, result: AuditResult, settings: Settings):
+    """``publish(result)``; a failure carries the result (``exc.audit_result``), so the CLI still prints the verdict."""
+    try:
+        return publish(result, settings.reports, settings=settings)
+    except Exception as exc:
+        with contextlib.suppress(AttributeError):
+            exc.audit_result = result
+        raise
+
+
 @dataclass
 class Published:
     """A published audit: the result (None only when the version could not be resolved) and its summary row."""
@@ -580,19 +591,15 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
         result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
     progress("publishing the report")
     log.info("publish %s: %s to %s", info.ref, result.verdict.value, settings.reports)
-    try:
-        publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
-        report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
-        if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri:
-            registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
-            tags = {TAG_AUDIT_DATE: date}
-            previous = info.tags.get(TAG_AUDIT_DATE)
-            if previous and previous != date:
-                tags[TAG_AUDIT_PREVIOUS_DATE] = previous
-            registry.set_tags(info, tags)
-    except Exception as exc:
-        exc.audit_result = result  # the verdict outlives a failed publish: the CLI still prints it
-        raise
+    publication = _publish_keeping_verdict(publish, result, settings)  # completes a half-done publish
+    report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri:
+        registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
+        tags = {TAG_AUDIT_DATE: date}
+        previous = info.tags.get(TAG_AUDIT_DATE)
+        if previous and previous != date:
+            tags[TAG_AUDIT_PREVIOUS_DATE] = previous
+        registry.set_tags(info, tags)
     log.info("publish %s: %s", info.ref, report_uri)
     row = {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
     return Published(result=result, row=row)
