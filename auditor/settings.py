@@ -249,7 +249,7 @@ MLFLOW_HTTP_RETRIES = Setting(
     "unless that is set", "mlflow_http_retries", minimum=0,
 )
 MLFLOW_HTTP_TIMEOUT_S = Setting(
-    "REPRO_MLFLOW_HTTP_TIMEOUT_S", "int", 15,
+    "REPRO_MLFLOW_HTTP_TIMEOUT_S", "int", 30,
     "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set",
     "mlflow_http_timeout_s", minimum=1,
 )
