@@ -92,3 +92,19 @@ def test_report_coverage_lists_every_version_never_overdue_and_current(sqlite_tr
     assert 'href="coverage.html"' in (reports / "index.html").read_text()
     human = _run(["report", "coverage"], tmp_path, **env)
     assert human.returncode == 0 and "1 never audited, 1 overdue, 1 current" in human.stdout
+
+
+def test_nightly_writes_the_coverage_page_beside_the_index(sqlite_tracking_uri, tmp_path):
+    from tests.fixtures.mlflow import seed_version
+
+    seed_version(sqlite_tracking_uri, "plain", None)  # no record: judged without a rebuild
+    reports = tmp_path / "reports"
+    env = {"MLFLOW_TRACKING_URI": sqlite_tracking_uri, "REPRO_REPORTS": str(reports), "REPRO_HOME": str(tmp_path / "home")}
+    proc = _run(["nightly", "--date", "2026-05-03", "--json"], tmp_path, **env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["coverage"] == f"{reports}/coverage.html"
+    assert [a["verdict"] for a in summary["audits"]] == ["NOT_REPRODUCIBLE"]
+    page = (reports / "coverage.html").read_text()
+    assert "never audited: 0" in page and "current: 1" in page
+    assert 'href="coverage.html"' in (reports / "index.html").read_text()
