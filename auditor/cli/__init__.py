@@ -6,7 +6,7 @@ here, through the one table in ``auditor.errors`` (``exit_code``): 0 success or
 reproduced, 1 findings or not reproduced, 2 bad input or usage, 3 infrastructure error.
 
 Under ``--json`` an error is also printed on stdout as ``{"error", "exit_code", "hint"}`` (the exit
-code is the same). Shell completion: ``repro-audit --install-completion`` (or ``--show-completion``).
+code is the same). Shell completion: ``repro-audit --install-completion``, or ``repro-audit completion SHELL``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 
 # Each module registers its commands on ``app`` when imported.
-_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "report", "demo")
+_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "report", "completion", "demo")
 
 
 def _load_commands() -> None:

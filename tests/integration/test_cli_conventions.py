@@ -185,8 +185,9 @@ def _run(argv, tmp_path, **env):
 
 
 def test_shell_completion_is_offered_and_completes_verbs(tmp_path):
-    shown = _run(["--show-completion"], tmp_path, SHELL="/bin/bash")  # typer detects the shell from $SHELL
-    assert shown.returncode == 0 and "_REPRO_AUDIT_COMPLETE" in shown.stdout
+    shown = _run(["completion", "bash"], tmp_path)
+    assert shown.returncode == 0 and "_REPRO_AUDIT_COMPLETE=complete_bash" in shown.stdout
+    assert "complete -o default -F _repro_audit_completion repro-audit" in shown.stdout
     completed = _run([], tmp_path, _REPRO_AUDIT_COMPLETE="complete_bash", COMP_WORDS="repro-audit evidence ve", COMP_CWORD="2")
     assert completed.returncode == 0 and completed.stdout.split() == ["verify"]
 
