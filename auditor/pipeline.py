@@ -13,8 +13,10 @@ artifact, rebuild, compare. Whatever fails inside them becomes the verdict that
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -52,10 +54,11 @@ from auditor.tags import (
 
 __all__ = [
     "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
-    "make_runner", "nightly", "publish_audit", "publish_summary", "rebuild", "sample",
+    "make_runner", "nightly", "preflight", "preflight_store", "publish_audit", "publish_summary", "rebuild", "sample",
 ]
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)  # each step's stages, for a task log or the CLI's stderr
 
 
 def _now() -> str:
@@ -128,14 +131,18 @@ def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings:
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BadInput(f"output folder {out_dir} is not empty", hint="pass a new folder")
     progress(f"resolving {model_ref}")
+    log.info("rebuild %s: resolving", model_ref)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
     record, diff = registry.load_record(info)
     _require_complete_lineage(info.ref, record, diff)
     progress("preparing the workspace (code at the recorded commit, verified data)")
+    log.info("rebuild %s: preparing the workspace", info.ref)
     workspace = _prepare(record, diff, out_dir / "workspace", settings)
     progress(f"running {' '.join(record.code.entrypoint or [])}")
+    log.info("rebuild %s: running %s", info.ref, " ".join(record.code.entrypoint or []))
     run = run_recipe(record, workspace, run_with, out_dir / "output", timeout_s=settings.rebuild_timeout_s)
+    log.info("rebuild %s: done in %.1f s, weights %s", info.ref, run.wall_s, run.weights_sha256)
     return RebuildResult(model_ref=info.ref, workspace=workspace.root, runs=[run], drift=_drift(record, run))
 
 
@@ -212,17 +219,20 @@ def calibrate(
     tmp = _scratch(settings, "calibrate-")
     try:
         progress("preparing the workspace")
+        log.info("calibrate %s: preparing the workspace", info.ref)
         workspace = _prepare(record, diff, tmp / "workspace", settings)
         timeout = settings.rebuild_timeout_s
         same = []
         for i in range(same_seed):
             progress(f"same-seed rerun {i + 1}/{same_seed} (seed {record.seeds.seed})")
+            log.info("calibrate %s: same-seed rerun %d/%d (seed %s)", info.ref, i + 1, same_seed, record.seeds.seed)
             same.append(run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout))
         floor = _same_seed_floor(record, same)
         varied: dict[str, RunResult] = {}
         seeds = calibration_seeds(record.seeds.seed, reruns)
         for i, seed in enumerate(seeds):
             progress(f"seed-varied rerun {i + 1}/{reruns} (seed {seed})")
+            log.info("calibrate %s: seed-varied rerun %d/%d (seed %s)", info.ref, i + 1, reruns, seed)
             varied[f"rerun-{i + 1}-seed-{seed}"] = run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -243,6 +253,7 @@ def calibrate(
     bands = Bands({name: band.model_copy(update={"evidence": evidence}) for name, band in computed.items()})
     bands.calibration = calibration
     registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
+    log.info("calibrate %s: stored %d band(s)", info.ref, len(bands))
     return bands
 
 
@@ -409,6 +420,7 @@ def _recover_artifact(a: _Audit) -> None:
     from auditor.judge.weights import sha256_file
 
     a.progress("checking the registered artifact")
+    log.info("audit %s: checking the registered artifact", a.info.ref)
     a.weights, expected, why = _registered_weights(a)
     actual = sha256_file(a.weights) if a.weights else None
     if actual:
@@ -420,9 +432,11 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     """Step 2: the workspace, the registered weights re-evaluated, then ``reruns`` rebuilds."""
     timeout = a.settings.rebuild_timeout_s
     a.progress("preparing the workspace")
+    log.info("audit %s: preparing the workspace", a.info.ref)
     workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
     if a.weights is not None:
         a.progress("re-evaluating the registered weights")
+        log.info("audit %s: re-evaluating the registered weights", a.info.ref)
         try:
             check = run_recipe(a.record, workspace, a.runner, a.tmp / "evaluate", timeout_s=timeout, evaluate=a.weights)
         except RecipeCrashed as exc:
@@ -440,6 +454,7 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     runs = []
     for i in range(reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
+        log.info("audit %s: rebuild %d/%d", a.info.ref, i + 1, reruns)
         runs.append(_rebuild_once(a, workspace, a.tmp / f"rebuild-{i}", timeout))
     a.log_tail = runs[-1].log_tail
     a.timings.rebuild_s = round(sum(r.wall_s for r in runs), 3)
@@ -456,6 +471,7 @@ def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float) -> RunResult:
         if first.timed_out:
             raise
         a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
+        log.warning("audit %s: the rebuild crashed; running it once more", a.info.ref)
         try:
             return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout)
         except RecipeCrashed as second:
@@ -536,6 +552,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
     a = _Audit(registry=registry, info=info, settings=settings, runner=run_with, tmp=_scratch(settings, "audit-"), progress=progress)
+    log.info("audit %s: started (runner %s, %d rebuild(s))", info.ref, runner, max(1, reruns))
     try:
         _read_record(a)
         if a.record is not None:
@@ -553,6 +570,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
                            calibration_findings=a.calibration.findings() if a.calibration else (),
                            deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic))
     a.timings.wall_s = round(time.monotonic() - clock, 3)
+    log.info("audit %s: %s in %.1f s", info.ref, verdict.value, a.timings.wall_s)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
     return AuditResult(
         audit_id=date or started.replace(":", "").replace("-", ""),
@@ -593,10 +611,63 @@ def audit(
     make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)  # a bad ref is the caller's error: raise
+    preflight(registry, info, settings, publishing=False)
     return _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
 
 
+# -- pre-flight: what would fail after the rebuild, checked before it ----------------------------
+def _redacted(uri: str) -> str:
+    from auditor.lineage.redact import redact_text
+
+    return redact_text(uri)
+
+
+def preflight_store(settings: Settings) -> None:
+    """The report store opens, is reachable and (when required) locked; a local one is a folder, not a file."""
+    from auditor.report.lock import require_object_lock
+    from auditor.storage import open_store
+
+    store = open_store(settings.reports)
+    local = store.local_path("index.html")
+    if local is not None and local.parent.exists() and not local.parent.is_dir():
+        raise BadInput(f"the report store {local.parent} is a file, not a folder", hint="set REPRO_REPORTS to a folder or s3://bucket/prefix")
+    if settings.require_object_lock:
+        require_object_lock(store, settings.lock_retention_days)
+    store.exists("ledger.jsonl")  # reachable: an outage or a refused credential fails here, not after the rebuild
+
+
+def preflight(registry, info, settings: Settings, *, publishing: bool) -> None:
+    """Before any rebuild: the version's bands and calibration parse, and the report store is usable.
+
+    A malformed band is the caller's to fix (``MalformedRecord``, exit 2), said now rather than as an
+    ERROR verdict after an hour of rebuilding.
+    """
+    from auditor.judge.floors import calibration_from_json
+    from auditor.judge.tolerance import bands_from_json
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+
+    log.info("pre-flight %s: bands%s", info.ref, " and the report store" if publishing else "")
+    bands_text = registry.get_bands(info)
+    if bands_text:
+        bands_from_json(bands_text, source=f"{info.ref} tag {TAG_BANDS}")
+    calibration_text = info.tags.get(TAG_CALIBRATION)
+    if calibration_text:
+        calibration_from_json(calibration_text, source=f"{info.ref} tag {TAG_CALIBRATION}")
+    if publishing:
+        preflight_store(settings)
+
+
 # -- publish and the nightly sequence -------------------------------------------------------
+def _publish_keeping_verdict(publish, result: AuditResult, settings: Settings):
+    """``publish(result)``; a failure carries the result (``exc.audit_result``), so the CLI still prints the verdict."""
+    try:
+        return publish(result, settings.reports, settings=settings)
+    except Exception as exc:
+        with contextlib.suppress(AttributeError):
+            exc.audit_result = result
+        raise
+
+
 @dataclass
 class Published:
     """A published audit: the result (None only when the version could not be resolved) and its summary row."""
@@ -628,7 +699,8 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
     else:
         result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
     progress("publishing the report")
-    publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
+    log.info("publish %s: %s to %s", info.ref, result.verdict.value, settings.reports)
+    publication = _publish_keeping_verdict(publish, result, settings)  # completes a half-done publish
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
     progress("anchoring the ledger in MLflow")
     run_id = _log_audit_run(registry, info, result, publication, settings)
@@ -639,6 +711,7 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         registry.set_tags(info, tags)
+    log.info("publish %s: %s", info.ref, report_uri)
     row = {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
     return Published(result=result, row=row)
 
@@ -720,6 +793,7 @@ def publish_audit(
     make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
+    preflight(registry, info, settings, publishing=True)
     return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress)
 
 
@@ -789,7 +863,14 @@ def publish_summary(date: str, sample: dict[str, Any], results: list[dict[str, A
 def nightly(date: str, *, audit_run: str | None = None, settings: Settings | None = None, progress: Progress = _quiet) -> dict[str, Any]:
     """The nightly sequence without Airflow: sample, audit and publish each, then the summary."""
     settings = settings or get_settings()
+    preflight_store(settings)
     chosen = sample(date, settings=settings)
+    if not chosen["picks"] and not chosen["skipped"]:
+        from auditor.errors import Findings
+
+        raise Findings(f"the registry at {_redacted(settings.tracking_uri)} has no registered model versions: nothing to audit",
+                       hint="check MLFLOW_TRACKING_URI (or --tracking-uri), or register a model first")
+    log.info("nightly %s: %d pick(s), %d skipped", date, len(chosen["picks"]), len(chosen["skipped"]))
     results = []
     for pick in chosen["picks"]:
         progress(f"auditing {pick['ref']} ({pick['reason']})")

@@ -261,6 +261,22 @@ AUDIT_EXPERIMENT = Setting(
     "audit_experiment",
 )
 
+# Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
+MLFLOW_HTTP_RETRIES = Setting(
+    "REPRO_MLFLOW_HTTP_RETRIES", "int", 2,
+    "retries of a failed MLflow HTTP request (each retry is logged); sets MLFLOW_HTTP_REQUEST_MAX_RETRIES "
+    "unless that is set", "mlflow_http_retries", minimum=0,
+)
+MLFLOW_HTTP_TIMEOUT_S = Setting(
+    "REPRO_MLFLOW_HTTP_TIMEOUT_S", "int", 30,
+    "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set",
+    "mlflow_http_timeout_s", minimum=1,
+)
+OVERDUE_DAYS = Setting(
+    "REPRO_OVERDUE_DAYS", "int", 30, "days after its last audit a registered version counts as overdue",
+    "overdue_days", minimum=1,
+)
+
 # The Kubernetes route (REPRO_REBUILD_BACKEND=kubernetes): what the platform team provides.
 K8S_IMAGE = Setting(
     "REPRO_K8S_IMAGE", "str", None,
@@ -302,6 +318,7 @@ _TOP_LEVEL = (
     NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
     LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND,
     SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
+    MLFLOW_HTTP_RETRIES, MLFLOW_HTTP_TIMEOUT_S, OVERDUE_DAYS,
 )
 #: every setting, in the order the docs list them
 SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
@@ -371,6 +388,9 @@ class Settings:
     signing_public_key: str | None = SIGNING_PUBLIC_KEY.default
     signer: str | None = SIGNER.default
     audit_experiment: str = AUDIT_EXPERIMENT.default
+    mlflow_http_retries: int = MLFLOW_HTTP_RETRIES.default
+    mlflow_http_timeout_s: int = MLFLOW_HTTP_TIMEOUT_S.default
+    overdue_days: int = OVERDUE_DAYS.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property

@@ -42,7 +42,7 @@ BANDS_ARTIFACT = f"{RECORD_DIR}/bands.json"
 _DIRECTIONS = ("higher", "lower", "none")
 _PROVENANCES = ("declared", "calibrated")
 _BAND_FIELDS = set(Band.model_fields) | {"abs_tol", "rel_tol"}
-_HINT = "fix the band (see auditor.judge.tolerance for the format) or re-run `repro-audit calibrate`"
+_HINT = "fix the band (its format: README.md, section \"Band format\") or re-run `repro-audit calibrate`"
 
 
 def as_number(value: Any) -> float | None:
