@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -143,7 +144,11 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _run(python: Path, project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
+    import time
+    t0 = time.monotonic()
+    done = subprocess.run([str(python), *args], cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
+    print(f"  {time.monotonic() - t0:6.1f}s  {' '.join(args)[:80]}")
+    return done
 
 
 def _leaks(blobs: dict[str, bytes]) -> list[tuple[str, str]]:
@@ -151,10 +156,13 @@ def _leaks(blobs: dict[str, bytes]) -> list[tuple[str, str]]:
             if canary.encode() in data]
 
 
-def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(project_python, tmp_path):
+def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(project_python, tmp_path, _mlflow_sqlite_template):
     print(f"\n{len(PLACEMENTS)} canary placements")
     assert len(PLACEMENTS) >= 20
     project = _project(tmp_path)
+    # the default tracking URI (.repro/mlflow.db), from the session's migrated template: migrating costs seconds
+    (project / ".repro").mkdir()
+    shutil.copyfile(_mlflow_sqlite_template, project / ".repro" / "mlflow.db")
     t = TRAINING
     env = {**_clean_env(), "PGPASSWORD": t["env PGPASSWORD"], "DB_PASS": t["env DB_PASS"],
            "AWS_SECRET_ACCESS_KEY": t["env AWS_SECRET_ACCESS_KEY"], "MY_API_TOKEN": t["env MY_API_TOKEN"],
@@ -176,7 +184,6 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
     for name, args in (("audit --json", ["audit", ref, "--json", "--date", "2026-01-01"]),
                        ("audit", ["audit", ref, "--date", "2026-01-02"]),
                        ("lineage show --json", ["lineage", "show", ref, "--json"]),
-                       ("lineage show", ["lineage", "show", ref]),
                        ("evidence verify", ["evidence", "verify"]),
                        ("audit of a bad ref", ["audit", f"models:/canaries/1?token={CLI_ERROR['cli error: a model ref carrying ?token=X']}"])):
         done = _run(project_python, project, "-m", "auditor", *args, env=cli_env)
@@ -188,7 +195,7 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
 
     client = MlflowClient(tracking_uri=f"sqlite:///{project / '.repro' / 'mlflow.db'}")
     run_id = client.get_model_version("canaries", "1").run_id
-    assert client.get_run(run_id).data.metrics["canaries_seen"] == len(TRAINING) + 1  # the private key holds it twice
+    assert client.get_run(run_id).data.metrics["canaries_seen"] == len(TRAINING)  # the script read every one
     result = json.loads(outputs["audit --json stdout"])
     assert result["verdict"] == "ERROR", result["result"]["tiers"]
     assert "LEAKTEST printed every secret" in result["result"]["log_tail"]
