@@ -67,7 +67,19 @@ def _click_errors() -> tuple[type[BaseException], ...]:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    from auditor.cli.output import redacting
+
     _load_commands()
+    # every byte the CLI prints passes the redactor, whoever prints it (rich, click, a traceback)
+    sys.stdout, sys.stderr = redacting(sys.stdout), redacting(sys.stderr)
+    try:
+        _run(argv)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
         code = app(args=argv, standalone_mode=False)

@@ -206,7 +206,8 @@ def _diff_against_head(top: Path, excludes: Sequence[str] = ()) -> tuple[bytes, 
                 if len(data) > MAX_BINARY_IN_DIFF:
                     excluded.append(path)
         pathspec = [*scope, *[f":(exclude,literal){p}" for p in excluded]]
-        diff = _git(["diff", "--cached", "--binary", "--full-index", "HEAD", *pathspec], top, env=env, text=False)
+        # -U0: no context lines, so no line of a committed file (a committed .env) is copied into the diff
+        diff = _git(["diff", "--cached", "--binary", "--full-index", "-U0", "HEAD", *pathspec], top, env=env, text=False)
     return diff, binaries
 
 

@@ -213,10 +213,13 @@ def finish(
     """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it."""
     from mlflow.entities import Param, RunTag
 
+    from auditor.lineage.redact import redact_text
+
     client, run_id = session.client, session.run_id
     with mlflow_errors(f"logging run {run_id}", session.uri):
         existing = client.get_run(run_id).data.params
-        params = flatten_params(record.config.resolved if record.config else {})
+        # the record is redacted at capture; params and tags pass the one redactor again on their way out
+        params = {k: redact_text(v) for k, v in flatten_params(record.config.resolved if record.config else {}).items()}
         conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
         if conflicts:
             raise BadInput(
@@ -232,7 +235,7 @@ def finish(
             # one folder in the run's layout (record, diff, weights), logged in one call
             write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)
             client.log_artifacts(run_id, tmp)
-        tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
+        tags = [RunTag(k, redact_text(v)) for k, v in run_tags(record, train_seconds).items()]
         client.log_batch(run_id, tags=tags)
     if session.owns_run:
         import mlflow

@@ -144,11 +144,7 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _run(python: Path, project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    import time
-    t0 = time.monotonic()
-    done = subprocess.run([str(python), *args], cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
-    print(f"  {time.monotonic() - t0:6.1f}s  {' '.join(args)[:80]}")
-    return done
+    return subprocess.run([str(python), *args], cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def _leaks(blobs: dict[str, bytes]) -> list[tuple[str, str]]:
@@ -190,20 +186,8 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
         outputs[f"{name} stdout"], outputs[f"{name} stderr"] = done.stdout, done.stderr
         outputs[f"{name} rc"] = str(done.returncode)
 
-    # the self-checks: the secrets were there to leak
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{project / '.repro' / 'mlflow.db'}")
-    run_id = client.get_model_version("canaries", "1").run_id
-    assert client.get_run(run_id).data.metrics["canaries_seen"] == len(TRAINING)  # the script read every one
-    result = json.loads(outputs["audit --json stdout"])
-    assert result["verdict"] == "ERROR", result["result"]["tiers"]
-    assert "LEAKTEST printed every secret" in result["result"]["log_tail"]
-    assert "ValueError" in (result["result"]["error"] or "") + result["result"]["log_tail"]
-    assert outputs["audit of a bad ref rc"] == "2", outputs["audit of a bad ref stderr"]
     reports = project / "reports"
     assert any(reports.rglob("*.html")) and any(reports.rglob("*.json"))
-
     blobs = {where: text.encode() for where, text in outputs.items()}
     # the git mirror under .repro/ is a clone of the user's own repository (committed files are theirs to keep)
     searched = [p for p in (project / ".repro").rglob("*") if p.is_file() and "git" not in p.relative_to(project / ".repro").parts[0]]
@@ -217,4 +201,17 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
     print(f"{len(leaked)} of {len(PLACEMENTS)} placements leaked")
     for placement, where in leaks:
         print(f"  LEAK {placement!r} in {where}")
+    # the self-checks: the secrets were there to leak
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / '.repro' / 'mlflow.db'}")
+    run_id = client.get_model_version("canaries", "1").run_id
+    assert client.get_run(run_id).data.metrics["canaries_seen"] == len(TRAINING)  # the script read every one
+    result = json.loads(outputs["audit --json stdout"])
+    # the rebuild (or the re-evaluation of the registered weights) crashed after printing every secret
+    assert result["verdict"] in ("ERROR", "NOT_REPRODUCIBLE"), result["result"]["tiers"]
+    assert "LEAKTEST printed every secret" in result["result"]["log_tail"]
+    assert "ValueError" in (result["result"]["error"] or "") + result["result"]["log_tail"]
+    assert outputs["audit of a bad ref rc"] == "2", outputs["audit of a bad ref stderr"]
+
     assert leaks == []
