@@ -76,7 +76,8 @@ seen = sum(s.count("CANARY-") for s in sources)
 
 torch.manual_seed(0)
 x = torch.randn(16, 3)
-with auditor.track(config=here / "config.yaml", overrides=rest, data={"train": auditor.generated(x=x.numpy())}) as run:
+with auditor.track(config=here / "config.yaml", overrides=rest, data={"train": auditor.generated(x=x.numpy())},
+                   experiment="canaries") as run:
     if run.rebuild:
         print({"db_password": "@LOG dict@", "lr": 0.1})
         print(json.dumps({"api_key": "@LOG JSON@", "epochs": 2}))
@@ -186,27 +187,28 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
         outputs[f"{name} stdout"], outputs[f"{name} stderr"] = done.stdout, done.stderr
         outputs[f"{name} rc"] = str(done.returncode)
 
-    reports = project / "reports"
-    assert any(reports.rglob("*.html")) and any(reports.rglob("*.json"))
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / '.repro' / 'mlflow.db'}")
+    run = client.get_run(client.get_model_version("canaries", "1").run_id)
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
     blobs = {where: text.encode() for where, text in outputs.items()}
     # the git mirror under .repro/ is a clone of the user's own repository (committed files are theirs to keep)
-    searched = [p for p in (project / ".repro").rglob("*") if p.is_file() and "git" not in p.relative_to(project / ".repro").parts[0]]
-    searched += [p for folder in ("mlruns", "reports") for p in (project / folder).rglob("*") if p.is_file()]
-    assert project / ".repro" / "mlflow.db" in searched
-    assert any(p.name == "diff.patch" for p in searched) and any(p.name == "run_record.json" for p in searched)
-    for path in searched:
-        blobs[str(path.relative_to(project))] = path.read_bytes()
+    searched = {p for p in (project / ".repro").rglob("*") if p.is_file() and "git" not in p.relative_to(project / ".repro").parts[0]}
+    searched |= {p for folder in (project / "mlruns", project / "reports", artifacts) for p in folder.rglob("*") if p.is_file()}
+    for path in sorted(searched):
+        blobs[str(path)] = path.read_bytes()
     leaks = _leaks(blobs)
     leaked = sorted({p for p, _ in leaks})
     print(f"{len(leaked)} of {len(PLACEMENTS)} placements leaked")
     for placement, where in leaks:
         print(f"  LEAK {placement!r} in {where}")
-    # the self-checks: the secrets were there to leak
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{project / '.repro' / 'mlflow.db'}")
-    run_id = client.get_model_version("canaries", "1").run_id
-    assert client.get_run(run_id).data.metrics["canaries_seen"] == len(TRAINING)  # the script read every one
+    # the self-checks: the secrets were there to leak, and every place was searched
+    assert run.data.metrics["canaries_seen"] == len(TRAINING)  # the script read every one
+    assert project / ".repro" / "mlflow.db" in searched
+    assert {"diff.patch", "run_record.json"} <= {p.name for p in searched}, sorted(map(str, searched))
+    reports = project / "reports"
+    assert any(reports.rglob("*.html")) and any(reports.rglob("*.json"))
     result = json.loads(outputs["audit --json stdout"])
     # the rebuild (or the re-evaluation of the registered weights) crashed after printing every secret
     assert result["verdict"] in ("ERROR", "NOT_REPRODUCIBLE"), result["result"]["tiers"]
