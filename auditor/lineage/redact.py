@@ -331,6 +331,7 @@ def redact_assignments(line: str) -> str:
 
 # -- the stored diff ----------------------------------------------------------------------------
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,\d+)? \+(?P<new>\d+)(?:,\d+)? @@")
+_HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 _BEGIN_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _END_KEY = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 
@@ -344,7 +345,7 @@ def redact_diff(diff: str) -> tuple[str, int]:
     """Redact secrets on the changed lines of a unified diff; returns (diff, lines changed).
 
     Added lines get markers (the rebuild sees the marker there, and the gate names the file and
-    line). Removed and context lines are lines of committed files: they get markers too, and
+    line); the committed line git quotes after a hunk header is dropped. Removed and context lines are lines of committed files: they get markers too, and
     ``restore_committed_lines`` puts the committed text back from the checkout before the diff is
     applied, so a committed secret is never copied into the stored diff. Lines inside a private key
     block are replaced whole. Only lines that the cheap first look flags are examined, so a
@@ -360,6 +361,10 @@ def redact_diff(diff: str) -> tuple[str, int]:
             continue
         if line.startswith("@@"):
             in_hunk = True
+            # git quotes the line before the hunk after the second @@ ("function context"): a committed line
+            header = _HUNK_HEADER.match(line)
+            if header and header.end() < len(line.rstrip("\n")):
+                lines[index] = header.group(0) + "\n"
             continue
         if not in_hunk or line[:1] not in ("+", "-", " "):
             continue

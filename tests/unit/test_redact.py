@@ -88,6 +88,7 @@ index 1111111111111111111111111111111111111111..22222222222222222222222222222222
 def test_the_diff_keeps_no_secret_on_any_line_and_names_the_changed_ones():
     redacted, changed = redact_diff(DIFF)
     assert "committed-secret" not in redacted and "new-secret" not in redacted
+    assert "LOG_LEVEL=info" not in redacted  # the committed line git quotes after a hunk header
     assert changed == 2
     assert redacted_diff_lines(redacted) == [".env:1", ".env:5"]
 
