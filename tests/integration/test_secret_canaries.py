@@ -30,6 +30,7 @@ import pytest
 from tests.fixtures.gitrepo import git, init_repo
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
 
 
 def _canary() -> str:
@@ -180,7 +181,6 @@ def test_no_planted_secret_reaches_mlflow_artifacts_reports_logs_or_cli_output(p
     ref = "models:/canaries/1"
     for name, args in (("audit --json", ["audit", ref, "--json", "--date", "2026-01-01"]),
                        ("audit", ["audit", ref, "--date", "2026-01-02"]),
-                       ("lineage show --json", ["lineage", "show", ref, "--json"]),
                        ("evidence verify", ["evidence", "verify"]),
                        ("audit of a bad ref", ["audit", f"models:/canaries/1?token={CLI_ERROR['cli error: a model ref carrying ?token=X']}"])):
         done = _run(project_python, project, "-m", "auditor", *args, env=cli_env)
