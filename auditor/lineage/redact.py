@@ -109,8 +109,14 @@ _OWN = [
 
 
 @functools.cache
-def _detectors() -> list[tuple[re.Pattern[str], int]]:
-    """(regex, group holding the secret) from detect-secrets' plugins: a maintained list of credential shapes."""
+def _detectors() -> list[tuple[tuple[str, ...], list[tuple[re.Pattern[str], int]]]]:
+    """(literals one of which the line must hold, [(regex, group holding the secret)]) from detect-secrets' plugins.
+
+    The plugins whose shapes start with a literal, each run only on a line holding it (their
+    case-insensitive alternations cost a tenth of a millisecond a line). Left out: the entropy detectors
+    (they flag digests), PrivateKeyDetector (it finds only the BEGIN line; ``_PRIVATE_KEY`` takes the
+    block), and the bare-alphanumeric shapes (Discord, Telegram, Twilio, Mailchimp, Artifactory).
+    """
     from detect_secrets.plugins import keyword
     from detect_secrets.plugins.aws import AWSKeyDetector
     from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
@@ -126,18 +132,16 @@ def _detectors() -> list[tuple[re.Pattern[str], int]]:
     from detect_secrets.plugins.square_oauth import SquareOAuthDetector
     from detect_secrets.plugins.stripe import StripeDetector
 
-    # The plugins whose shapes start with a literal (the first look finds those); left out: the entropy
-    # detectors (they flag digests), PrivateKeyDetector (it finds only the BEGIN line; _PRIVATE_KEY takes
-    # the block), and the bare-alphanumeric shapes (Discord, Telegram, Twilio, Mailchimp, Artifactory).
-    found: list[tuple[re.Pattern[str], int]] = []
-    for plugin in (AWSKeyDetector, AzureStorageKeyDetector, BasicAuthDetector, GitHubTokenDetector, GitLabTokenDetector,
-                   JwtTokenDetector, NpmDetector, OpenAIDetector, PypiTokenDetector, SendGridDetector, SlackDetector,
-                   SquareOAuthDetector, StripeDetector):
-        for pattern in plugin.denylist:
-            found.append((pattern, 1 if pattern.groups else 0))
+    plugins = [
+        (("akia", "asia", "a3t", "abia", "acca", "aws"), AWSKeyDetector), (("accountkey",), AzureStorageKeyDetector),
+        (("://",), BasicAuthDetector), (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), GitHubTokenDetector), (_GITLAB, GitLabTokenDetector),
+        (("eyj",), JwtTokenDetector), (("authtoken",), NpmDetector), (("t3blbkfj",), OpenAIDetector), (("pypi-",), PypiTokenDetector),
+        (("sg.",), SendGridDetector), (("xox", "hooks.slack"), SlackDetector), (("sq0",), SquareOAuthDetector), (("k_live_",), StripeDetector),
+    ]
+    found = [(triggers, [(p, 1 if p.groups else 0) for p in plugin.denylist]) for triggers, plugin in plugins]
     # the keyword rules for config-like text (key: value, key = value) and for quoted code
-    for table in (keyword.CONFIG_DENYLIST_REGEX_TO_GROUP, keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP):
-        found.extend(table.items())
+    rules = [*keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items(), *keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()]
+    found.append((("key", "pass", "pwd", "secret", "contras"), rules))
     return found
 
 
@@ -150,11 +154,15 @@ def _spans(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     for pattern in _OWN:
         spans.extend(m.span() for m in pattern.finditer(text))
-    for pattern, group in _detectors():
-        for m in pattern.finditer(text):
-            start, end = m.span(group)
-            if end - start >= 4 and MARKER_PREFIX not in text[start:end]:
-                spans.append((start, end))
+    lowered = text.lower()
+    for triggers, rules in _detectors():
+        if not any(t in lowered for t in triggers):
+            continue
+        for pattern, group in rules:
+            for m in pattern.finditer(text):
+                start, end = m.span(group)
+                if end - start >= 4 and MARKER_PREFIX not in text[start:end]:
+                    spans.append((start, end))
     return spans
 
 
@@ -202,9 +210,11 @@ def _assignment(m: re.Match[str]) -> str | None:
 _TRIGGERS = (
     "pass", "pwd", "secret", "token", "credential", "cookie", "session", "sig", "dsn", "key", "auth", "bearer",
     "private", "://", "eyj", "aws", "akia", "asia", "agpa", "aida", "aroa", "a3t", "abia", "acca", "ghp_", "gho_", "ghu_",
-    "ghs_", "ghr_", "github_pat", "glpat", "gldt", "glft", "glsoat", "glrt", "xox", "sk-", "sk_", "rk_", "hf_", "npm_",
-    "pypi-", "sg.", "sq0", "contras",
+    "ghs_", "ghr_", "github_pat", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
+    "glagent-", "gloas-", "xox", "sk-", "sk_", "rk_", "hf_", "npm_",
+    "pypi-", "sg.", "sq0", "contras", "t3blbkfj", "k_live_",
 )
+_GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-")
 
 
 def _candidate_lines(text: str) -> list[int] | None:
