@@ -52,9 +52,28 @@ EVALUATION_FILE = "evaluation.json"
 LOG_FILE = "rebuild.log"
 
 
+#: a data ref's name: what survives ``REPRO_DATA_<NAME>``, a ``name=uri`` spec and a tag key unchanged
+DATA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+DATA_NAME_FORM = "1-64 letters, digits, '_', '-' or '.', starting with a letter or digit (e.g. 'train', 'test_v2')"
+
+
+def check_data_name(name: Any) -> str:
+    """``name`` when it is a valid data ref name; ``BadInput`` naming it and the allowed form otherwise.
+
+    A name holding ``=``, ``/``, ``@``, ``:`` or whitespace would be cut apart in the ``name=uri`` spec
+    or the store URI, and could not be told back from its ``REPRO_DATA_<NAME>`` variable.
+    """
+    if not isinstance(name, str) or not DATA_NAME.fullmatch(name):
+        from auditor.errors import BadInput
+
+        raise BadInput(f"data ref name {name!r} cannot be used: it must be {DATA_NAME_FORM}",
+                       hint="rename the data ref in data={...}, e.g. data={'train': ...}")
+    return name
+
+
 def data_env_var(name: str) -> str:
-    """``REPRO_DATA_<NAME>``: NAME upper-cased, every non-alphanumeric character turned into ``_``."""
-    return ENV_DATA_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+    """``REPRO_DATA_<NAME>``: NAME upper-cased, ``-`` and ``.`` turned into ``_`` (``check_data_name``'s form only)."""
+    return ENV_DATA_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", check_data_name(name)).upper()
 
 
 def is_rebuild(env: Mapping[str, str]) -> bool:

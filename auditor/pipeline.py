@@ -547,7 +547,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     """Audit one resolved version: recover, rebuild, compare, judge. Model-level failures become verdicts."""
     from auditor.judge.verdict import judge
     from auditor.lineage.gate import blocking
-    from auditor.report.evidence import redact
+    from auditor.lineage.redact import redact
 
     run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
@@ -572,6 +572,10 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     a.timings.wall_s = round(time.monotonic() - clock, 3)
     log.info("audit %s: %s in %.1f s", info.ref, verdict.value, a.timings.wall_s)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
+    # the result leaves the process (CLI, --json, reports): tier texts and findings quote crash output
+    tiers = {name: tier.model_copy(update={"summary": redact(tier.summary) or "", "details": [redact(d) or "" for d in tier.details]})
+             for name, tier in tiers.items()}
+    a.findings = [f.model_copy(update={"message": redact(f.message) or "", "hint": redact(f.hint) or ""}) for f in a.findings]
     return AuditResult(
         audit_id=date or started.replace(":", "").replace("-", ""),
         model=model,

@@ -96,7 +96,17 @@ def main(argv: list[str] | None = None) -> None:
     output.reset()
     as_json = _json_requested(argv)
     _load_commands()
+    # every byte the CLI prints passes the redactor, whoever prints it (rich, click, logging, a traceback)
+    sys.stdout, sys.stderr = output.redacting(sys.stdout), output.redacting(sys.stderr)
     output.install_logging()
+    try:
+        _run(argv, as_json)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _run(argv: list[str] | None, as_json: bool) -> None:
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
         code = app(args=argv, standalone_mode=False, prog_name="repro-audit")

@@ -4,6 +4,10 @@ Piped, nothing is wrapped or cut: the console is as wide as the longest line, so
 stays on one line whatever ``COLUMNS`` says. Progress goes to stderr: a spinner on a terminal, else
 timestamped stage lines through ``logging`` (the library logs its stages there, as in an Airflow
 task log), and MLflow's HTTP retries (``urllib3`` warnings) with them.
+
+Everything the CLI writes passes the one redactor (``auditor.lineage.redact``): ``main`` wraps
+stdout and stderr in ``RedactingStream`` for the whole command, so tables, ``--json``, usage
+errors and exception messages are covered alike, whichever part printed them.
 """
 
 from __future__ import annotations
@@ -11,7 +15,39 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
+
+from auditor.lineage.redact import redact_text
+
+
+class RedactingStream:
+    """A text stream that redacts what it passes on, whole lines at a time (a secret split across two
+    writes is still seen whole); ``flush`` passes on a partial line, so prompts and spinners still show."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        cut = self._pending.rfind("\n") + 1
+        if cut:
+            done, self._pending = self._pending[:cut], self._pending[cut:]
+            self._inner.write(redact_text(done))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._inner.write(redact_text(self._pending))
+            self._pending = ""
+        self._inner.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno… as the real stream has them
+        return getattr(self._inner, name)
+
+
+def redacting(stream: TextIO) -> TextIO:
+    return stream if isinstance(stream, RedactingStream) else RedactingStream(stream)  # type: ignore[return-value]
 
 #: wide enough that rich never wraps or truncates a line when the output is not a terminal
 PIPED_WIDTH = 10**4
@@ -25,7 +61,7 @@ _emitted: list[bool] = []  # whether this process printed its JSON document alre
 
 def emit_json(value: Any) -> None:
     _emitted.append(True)
-    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, default=str) + "\n")
+    sys.stdout.write(redact_text(json.dumps(value, indent=2, sort_keys=True, default=str)) + "\n")
 
 
 def reset() -> None:
@@ -44,7 +80,7 @@ def error(message: str) -> None:
 
     # Text, not markup: messages quote user input, which may contain [brackets].
     console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH)
-    console.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+    console.print(Text("error: ", style="bold red") + Text(redact_text(message)), soft_wrap=True)
 
 
 def emit_error_json(message: str, code: int, hint: str | None) -> None:

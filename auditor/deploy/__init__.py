@@ -19,18 +19,18 @@ DAG file failing to import.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from auditor.errors import BadInput
+from auditor.lineage.redact import redacted_logger
 from auditor.settings import REBUILD_BACKEND, REBUILD_TIMEOUT_S, KubernetesSettings, Settings, get_settings
 
 if TYPE_CHECKING:
     from auditor.deploy.kubernetes import PodSettings
 
-log = logging.getLogger(__name__)
+log = redacted_logger(__name__)  # records may quote config values and URIs
 
 BACKENDS = REBUILD_BACKEND.choices
 

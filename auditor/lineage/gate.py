@@ -16,7 +16,7 @@ from auditor.canonical import digest as canonical_digest
 from auditor.canonical import flatten
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.lineage.redact import is_redacted
+from auditor.lineage.redact import is_redacted, redacted_diff_lines
 from auditor.lineage.traced import registration_findings
 
 MUTABLE_VERSIONS = {"", "latest", "head", "current", "main", "master", "live", "prod", "production", "newest", "tip"}
@@ -77,7 +77,11 @@ def _code(record: RunRecord, diff: str | None) -> list[Finding]:
             out.append(_block("code.dirty_without_diff", "code.diff_digest", "the tree was dirty and no diff was stored", "commit your changes, or capture with the SDK so the diff is stored"))
         else:
             out.append(_warn("code.dirty", "code.dirty", "trained from uncommitted changes (the diff is stored and will be applied)", "commit before training"))
-            if code.diff_redactions:
+            where = redacted_diff_lines(diff) if diff is not None else []
+            for place in where:
+                # the rebuild still runs: the file holds the marker where the secret was (README: secrets in the diff)
+                out.append(_warn("code.diff_secret", f"code.diff:{place}", f"a changed line of {place} held a secret; it is stored redacted, and the rebuild sees the marker there", "keep secrets out of source files: read them from the environment at run time"))
+            if code.diff_redactions and not where:
                 out.append(_warn("code.diff_redacted", "code.diff_digest", f"{code.diff_redactions} added line(s) of the diff held secrets and were redacted; the rebuild sees markers there", "keep secrets out of source files"))
             if diff is not None and "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest() != code.diff_digest:
                 out.append(_block("code.diff_mismatch", "code.diff_digest", "the stored diff does not match its recorded digest", "the diff was altered after training; re-train"))

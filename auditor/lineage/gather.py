@@ -160,6 +160,12 @@ def own_excludes(top: Path, repo_dir: Path, env: Mapping[str, str] | None = None
         listed = _git(["ls-files", "-z", "--", *[f":(literal){c}" for c in candidates]], top)
         tracked = [p for p in listed.split("\0") if p]
     kept = [c for c in candidates if not any(t == c or t.startswith(c + "/") for t in tracked)]
+    if kept:
+        # git add refuses a pathspec naming an ignored path, even an exclude (README's .gitignore holds .repro/);
+        # an ignored folder without tracked files needs no exclude: neither ls-files --others nor add -A sees it
+        ignored = subprocess.run(["git", "check-ignore", "-z", "--stdin"], cwd=top, input="\0".join(kept) + "\0",
+                                 capture_output=True, text=True, check=False).stdout
+        kept = [c for c in kept if c not in set(ignored.split("\0"))]
     return [*(f":(exclude,literal){c}" for c in kept), *DERIVED_PATHSPECS]
 
 
@@ -200,7 +206,8 @@ def _diff_against_head(top: Path, excludes: Sequence[str] = ()) -> tuple[bytes, 
                 if len(data) > MAX_BINARY_IN_DIFF:
                     excluded.append(path)
         pathspec = [*scope, *[f":(exclude,literal){p}" for p in excluded]]
-        diff = _git(["diff", "--cached", "--binary", "--full-index", "HEAD", *pathspec], top, env=env, text=False)
+        # -U0: no context lines, so no line of a committed file (a committed .env) is copied into the diff
+        diff = _git(["diff", "--cached", "--binary", "--full-index", "-U0", "HEAD", *pathspec], top, env=env, text=False)
     return diff, binaries
 
 

@@ -148,11 +148,18 @@ def accelerator_seconds(spec: RunSpec, wall_s: float) -> float | None:
 
 
 def read_log(path: Path) -> str:
-    """The captured log as text (undecodable bytes replaced, never raised)."""
+    """The captured log as text (undecodable bytes replaced, never raised), redacted, and the file with it:
+    the log stays beside the rebuild's outputs, and user code prints whatever it holds."""
+    from auditor.lineage.redact import redact_text
+
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        text = path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
+    redacted = redact_text(text)
+    if redacted != text:
+        path.write_text(redacted, encoding="utf-8")
+    return redacted
 
 
 class ProcessRunner:

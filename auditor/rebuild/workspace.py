@@ -21,7 +21,7 @@ from pathlib import Path
 
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
 from auditor.lineage.record import RunRecord
-from auditor.lineage.redact import redact_text
+from auditor.lineage.redact import redact_text, restore_committed_lines
 
 CONFIG_FILE = "resolved_config.json"
 
@@ -103,10 +103,14 @@ def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
     digest = "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest()
     if digest != code.diff_digest:
         raise InputUnrecoverable(f"the stored diff's digest {digest[:19]}… differs from the recorded {code.diff_digest[:19]}…", hint="the diff was altered after training")
+    # The diff is stored without context lines (-U0) and with the removed lines' secrets redacted:
+    # the committed text of those lines comes back from the checkout itself, then git applies it
+    # with --unidiff-zero. A secret on an *added* line stays a marker (the gate names file and line).
+    diff = restore_committed_lines(diff, lambda path: _committed_text(repo, path))
     # absolute: git runs in the checkout, so a relative path would name a file that is not there
     patch = _absolute(repo.parent / "recorded.patch")
     patch.write_text(diff, encoding="utf-8")
-    result = _git(["apply", "--binary", "--whitespace=nowarn", str(patch)], _absolute(repo))
+    result = _git(["apply", "--binary", "--unidiff-zero", "--whitespace=nowarn", str(patch)], _absolute(repo))
     patch.unlink()
     if result.returncode != 0:
         raise InputUnrecoverable(f"the recorded diff does not apply to commit {code.commit}: {result.stderr.strip()}")
@@ -114,6 +118,18 @@ def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
         path = repo / binary.path
         if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != binary.sha256:
             raise InputUnrecoverable(f"untracked binary file {binary.path} ({binary.size} bytes) was not stored with the run", hint="commit it or snapshot it as data")
+
+
+def _committed_text(repo: Path, path: str) -> str | None:
+    """A checked-out file's text, for restoring a diff's removed lines; None outside the checkout or unreadable."""
+    root = _absolute(repo).resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root) or not target.is_file():
+        return None
+    try:
+        return target.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return None
 
 
 def _materialise_data(record: RunRecord, data_root: Path) -> dict[str, Path]:

@@ -20,7 +20,7 @@ from auditor.canonical import sha256_hex
 from auditor.errors import BadInput, MalformedRecord, NotFound
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.registry.layout import flatten_params
+from auditor.registry.layout import training_params
 from auditor.registry.refs import ModelRef, parse_ref
 
 # Every tag and artifact name lives in auditor.tags; the ``X as X`` ones are re-exported for
@@ -113,7 +113,7 @@ def _params_problem(record: RunRecord, params: Mapping[str, str]) -> str | None:
         return f"it records seed {recorded} but the training run's param {PARAM_SEED} is {seed}"
     if anchored is None:
         return None  # logged before records were anchored by params: the config check below is all there is
-    for key, value in flatten_params(record.config.resolved if record.config else {}).items():
+    for key, value in training_params(record).items():
         if key in params and params[key] != value:
             return f"its resolved config has {key}={value!r} but the training run's param says {params[key]!r}"
     return None

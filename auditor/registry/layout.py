@@ -53,7 +53,10 @@ def training_params(record: RunRecord) -> dict[str, str]:
     MLflow refuses to change a logged param, so these pin the record as it was at training time:
     the audit compares the stored record with them (``auditor.registry.base.Registry.load_record``).
     """
-    params = flatten_params(record.config.resolved if record.config else {})
+    from auditor.lineage.redact import redact_text
+
+    # the record is redacted at capture; a param leaves the process, so it passes the redactor again
+    params = {k: redact_text(v) for k, v in flatten_params(record.config.resolved if record.config else {}).items()}
     params[PARAM_RECORD_DIGEST] = record.digest()
     if record.seeds is not None and record.seeds.seed is not None:
         params[PARAM_SEED] = str(record.seeds.seed)

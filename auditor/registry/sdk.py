@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import shutil
 import sys
@@ -42,15 +41,17 @@ from auditor.contract import (
     METRICS_FILE,
     RECORD_FILE,
     WEIGHTS_FILE,
+    check_data_name,
     data_env_var,
     is_rebuild,
 )
 from auditor.errors import BadInput, LineageIncomplete
 from auditor.lineage.record import Artifact, DataRef, RunRecord, SeedInfo
+from auditor.lineage.redact import redacted_logger
 from auditor.lineage.tracing import untraced
 from auditor.tags import RECORD_ARTIFACT, weights_uri
 
-log = logging.getLogger(__name__)
+log = redacted_logger(__name__)  # records may quote config values and URIs
 
 
 def rebuild_mode(env: Mapping[str, str] | None = None) -> bool:
@@ -797,6 +798,7 @@ def _data_refs(data: Mapping[str, str | DataRef], env: Mapping[str, str], rebuil
 
     refs: dict[str, DataRef] = {}
     for name, spec in data.items():
+        check_data_name(name)  # before a name holding '=' is cut into the spec below
         if isinstance(spec, DataRef):
             refs[name] = spec
         elif isinstance(spec, GeneratedData):

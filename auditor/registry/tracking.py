@@ -201,10 +201,12 @@ def finish(
     """
     from mlflow.entities import Param, RunTag
 
+    from auditor.lineage.redact import redact_text
+
     client, run_id = session.client, session.run_id
     with mlflow_errors(f"logging run {run_id}", session.uri):
         existing = client.get_run(run_id).data.params
-        params = training_params(record)
+        params = training_params(record)  # redacted there: the values the audit compares against
         conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
         if conflicts:
             raise BadInput(
@@ -220,7 +222,7 @@ def finish(
             # one folder in the run's layout (record, diff, weights), logged in one call
             write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)
             client.log_artifacts(run_id, tmp)
-        tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
+        tags = [RunTag(k, redact_text(v)) for k, v in run_tags(record, train_seconds).items()]
         if pyfunc is not None and weights is not None and not failed:
             tags.append(RunTag(TAG_LOGGED_MODEL, _log_pyfunc(client, run_id, weights, pyfunc)))
         client.log_batch(run_id, tags=tags)
