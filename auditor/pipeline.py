@@ -37,7 +37,7 @@ from auditor.errors import (
 from auditor.judge.result import AuditResult, Band, EnvDrift, ModelInfo, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.rebuild.run import RunResult, crash_signature, make_runner, run_recipe
+from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
 
@@ -338,15 +338,22 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     hosted = 0.0  # seconds of the evaluation a rebuild's process hosted
     if a.weights is not None:
         a.progress("rebuild 1 (the registered weights re-evaluated in the same process)")
-        first = _rebuild_once(a, workspace, a.tmp / "rebuild-0", timeout, evaluate=a.weights, then_train=True)
+        out = a.tmp / "rebuild-0"
+        try:
+            first = run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, evaluate=a.weights, then_train=True)
+        except RecipeCrashed as exc:
+            if exc.timed_out:
+                raise
+            evaluation, forked_s, evaluation_crash = forked_evaluation(out)
+            if forked_s is None or evaluation_crash:  # it crashed evaluating (in a forked child, or evaluating only)
+                a.log_tail = exc.log_tail
+                return _not_evaluable(a, evaluation_crash or crash_signature(exc.log_tail) or str(exc))
+            if evaluation is not None:  # the evaluation passed, the training crashed: as any rebuild's crash
+                a.recovery = a.recovery.model_copy(update={"evaluated": evaluation})
+            first = _once_more(a, workspace, out, timeout, exc)
         if first.evaluation_crash:
-            # the registered weights cannot even be evaluated by the recipe that made them (a shape mismatch
-            # loading them, say): the artifact is not recovered, whatever a rebuild would show
             a.log_tail = first.log_tail
-            a.recovery = a.recovery.model_copy(update={"unrecoverable": [
-                *a.recovery.unrecoverable,
-                f"re-evaluating the registered weights with the recorded recipe crashed: {first.evaluation_crash}"]})
-            return []
+            return _not_evaluable(a, first.evaluation_crash)
         if first.evaluated:  # it evaluated only: the registered weights' metrics, then a rebuild of its own
             a.recovery = a.recovery.model_copy(update={"evaluated": first.metrics})
         else:
@@ -365,24 +372,37 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     return runs
 
 
+def _not_evaluable(a: _Audit, why: str) -> list[RunResult]:
+    """The registered weights cannot even be evaluated by the recipe that made them (a shape mismatch loading
+    them, say): the artifact is not recovered, whatever a rebuild would show."""
+    a.recovery = a.recovery.model_copy(update={"unrecoverable": [
+        *a.recovery.unrecoverable, f"re-evaluating the registered weights with the recorded recipe crashed: {why}"]})
+    return []
+
+
 def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float, **recipe: Any) -> RunResult:
     """One rebuild; a crash is run once more, and a crash that repeats identically is the recipe's own failure."""
     try:
         return run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, **recipe)
     except RecipeCrashed as first:
-        if first.timed_out:
-            raise
-        a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
-        try:
-            return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout, **recipe)
-        except RecipeCrashed as second:
-            signature = crash_signature(second.log_tail)
-            if signature and signature == crash_signature(first.log_tail):
-                error = InputUnrecoverable(f"persistent recipe failure: the recorded entrypoint crashed identically twice: {signature}",
-                                           hint="the recorded recipe cannot be rerun to completion; the end of its log is in the report")
-                error.log_tail = second.log_tail
-                raise error from None
-            raise
+        return _once_more(a, workspace, out, timeout, first, **recipe)
+
+
+def _once_more(a: _Audit, workspace, out: Path, timeout: float, first: RecipeCrashed, **recipe: Any) -> RunResult:
+    """After ``first``, a rebuild's crash: run it once more; an identical crash is the recipe's own failure."""
+    if first.timed_out:
+        raise first
+    a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
+    try:
+        return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout, **recipe)
+    except RecipeCrashed as second:
+        signature = crash_signature(second.log_tail)
+        if signature and signature == crash_signature(first.log_tail):
+            error = InputUnrecoverable(f"persistent recipe failure: the recorded entrypoint crashed identically twice: {signature}",
+                                       hint="the recorded recipe cannot be rerun to completion; the end of its log is in the report")
+            error.log_tail = second.log_tail
+            raise error from None
+        raise
 
 
 def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:

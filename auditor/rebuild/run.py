@@ -67,7 +67,7 @@ class RunResult:
     checkpoint: Path | None = None  # segment replay: the end state left at REPRO_STOP_STEP
 
 
-def _forked_evaluation(output_dir: Path) -> tuple[dict[str, Any] | None, float | None, str | None]:
+def forked_evaluation(output_dir: Path) -> tuple[dict[str, Any] | None, float | None, str | None]:
     """(metrics, seconds, crash) of the evaluation a ``then_train`` run forked, from its folder."""
     folder = output_dir / EVALUATION_DIR
     status_path = folder / EVALUATION_STATUS_FILE
@@ -173,7 +173,7 @@ def run_recipe(
             own_record = RunRecord.from_json((output_dir / RECORD_FILE).read_bytes(), source=str(output_dir))
         except MalformedRecord:
             own_record = None
-    evaluation, evaluation_s, evaluation_crash = _forked_evaluation(output_dir) if then_train else (None, None, None)
+    evaluation, evaluation_s, evaluation_crash = forked_evaluation(output_dir) if then_train else (None, None, None)
     return RunResult(
         output_dir=output_dir,
         metrics=metrics,
