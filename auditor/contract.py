@@ -5,24 +5,22 @@ A rebuild runs the recorded entrypoint with these variables set, and reads back 
 (``auditor.rebuild``) are the auditor's side; both take every name from here, so the contract has
 one home. The README's "entry-point contract" section documents the same table.
 
-=========================  ============================================================  =========
-variable                   meaning                                                       set by
-=========================  ============================================================  =========
-``REPRO_REBUILD``          ``1``: this process is an audit's rebuild (train, never log)  runner
-``REPRO_OUTPUT_DIR``       folder for ``metrics.json``, ``model.safetensors``, record     runner
-``REPRO_CONFIG``           the resolved config as a JSON file                            runner
-``REPRO_DATA_<NAME>``      folder of the verified snapshot of data ref NAME              runner
-``REPRO_SEED``             the seed to train under (recorded, or a calibration seed)     auditor
-``REPRO_DETERMINISTIC``    ``1``/``0``: deterministic kernels as recorded                auditor
-``REPRO_TORCH_THREADS``    torch's intra-op thread count as recorded                     auditor
-``REPRO_EVALUATE_WEIGHTS`` evaluate this weights file instead of training                auditor
-``REPRO_EVALUATE_THEN_TRAIN`` ``1``: evaluate REPRO_EVALUATE_WEIGHTS in a forked child,     auditor
-                           then train in this process (one interpreter for both)
-``REPRO_RESUME_CHECKPOINT`` segment replay: the checkpoint to start from (relative:        auditor
-                           to REPRO_OUTPUT_DIR); unset: start from the seed
-``REPRO_STOP_STEP``        segment replay: stop at this step, leaving checkpoint.safetensors auditor
-``REPRO_CFG__A__B``        a config override ``a.b`` (training time, recorded)           user
-=========================  ============================================================  =========
+=============================  ============================================================  =======
+variable                       meaning                                                       set by
+=============================  ============================================================  =======
+``REPRO_REBUILD``              ``1``: this process is an audit's rebuild (train, never log)  runner
+``REPRO_OUTPUT_DIR``           folder for ``metrics.json``, ``model.safetensors``, record    runner
+``REPRO_CONFIG``               the resolved config as a JSON file                            runner
+``REPRO_DATA_<NAME>``          folder of the verified snapshot of data ref NAME              runner
+``REPRO_SEED``                 the seed to train under (recorded, or a calibration seed)     auditor
+``REPRO_DETERMINISTIC``        ``1``/``0``: deterministic kernels as recorded                auditor
+``REPRO_TORCH_THREADS``        torch's intra-op thread count as recorded                     auditor
+``REPRO_EVALUATE_WEIGHTS``     evaluate this weights file instead of training                auditor
+``REPRO_EVALUATE_THEN_TRAIN``  ``1``: evaluate them in a forked child, then train here       auditor
+``REPRO_RESUME_CHECKPOINT``    segment replay: the start checkpoint (unset: the seed)        auditor
+``REPRO_STOP_STEP``            segment replay: stop here, leave ``checkpoint.safetensors``   auditor
+``REPRO_CFG__A__B``            a config override ``a.b`` (training time, recorded)           user
+=============================  ============================================================  =======
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def imports(env: dict[str, str]) -> dict[str, float]:
     return {"interpreter": bare, "cli_help": helped, "audit_imports": float(out.stdout.strip().splitlines()[-1])}
 
 
-def breakdown(seeded, ref: str, date: str) -> dict[str, float]:
+def breakdown(seeded, ref: str, date: str) -> dict[str, float]:  # noqa: C901 - one wrapper per stage
     """One published audit in this process, its stages timed by wrapping the pipeline's step functions."""
     import auditor.judge.weights as weights
     import auditor.report.publish as publish
@@ -99,12 +99,25 @@ def breakdown(seeded, ref: str, date: str) -> dict[str, float]:
         setattr(owner, name, timed)
         return original
 
-    def recipe_stage(args, kwargs):
-        return "re-evaluation (second process)" if kwargs.get("evaluate") is not None and not kwargs.get("train", False) else "rebuild (recipe run)"
+    original_recipe = pipeline.run_recipe
 
+    def recipe(*args, **kwargs):
+        started = time.perf_counter()
+        result = original_recipe(*args, **kwargs)
+        seconds = time.perf_counter() - started
+        if kwargs.get("evaluate") is not None and not kwargs.get("then_train"):
+            stages["re-evaluation (a second process)"] = stages.get("re-evaluation (a second process)", 0.0) + seconds
+            return result
+        hosted = getattr(result, "evaluation_s", None) or 0.0
+        if hosted:
+            stages["re-evaluation (forked inside the rebuild)"] = stages.get("re-evaluation (forked inside the rebuild)", 0.0) + hosted
+        stages["rebuild (recipe run)"] = stages.get("rebuild (recipe run)", 0.0) + seconds - hosted
+        return result
+
+    pipeline.run_recipe = recipe
     saved = [
         (pipeline, "_prepare", wrap(pipeline, "_prepare", "workspace")),
-        (pipeline, "run_recipe", wrap(pipeline, "run_recipe", None, recipe_stage)),
+        (pipeline, "run_recipe", original_recipe),
         (pipeline, "_registered_weights", wrap(pipeline, "_registered_weights", "download registered weights")),
         (pipeline, "_read_record", wrap(pipeline, "_read_record", "record + lineage gate")),
         (weights, "diff_safetensors", wrap(weights, "diff_safetensors", "weight diff")),
@@ -119,9 +132,6 @@ def breakdown(seeded, ref: str, date: str) -> dict[str, float]:
             setattr(owner, name, original)
     stages["total (in process)"] = time.perf_counter() - started
     stages["verdict"] = result.verdict.value  # type: ignore[assignment]
-    evaluation = getattr(result.timings, "evaluation_s", None)
-    if evaluation is not None:
-        stages["re-evaluation (inside the rebuild)"] = evaluation
     return stages
 
 
