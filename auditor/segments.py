@@ -332,9 +332,12 @@ def segment_verdict(replay: Any, verdict: Any, tiers: dict[str, Any]) -> tuple[A
     names = "; ".join(c.steps for c in failed)
     for name in ("statistical", "bitwise"):
         tier = tiers.get(name)
-        if tier is not None and tier.status in ("pass", "skipped"):
-            tiers[name] = tier.model_copy(update={"status": "fail", "summary": f"segment replay diverged: {names}",
-                                                  "details": [*tier.details, *(c.summary for c in failed)]})
+        if tier is None:
+            continue
+        update: dict[str, Any] = {"details": [*tier.details, f"segment replay diverged: {names}", *(c.summary for c in failed)]}
+        if tier.status in ("pass", "skipped"):
+            update.update(status="fail", summary=f"segment replay diverged: {names}")
+        tiers[name] = tier.model_copy(update=update)
     if verdict in (Verdict.REPRODUCED_BITWISE, Verdict.REPRODUCED_WITHIN_TOLERANCE):
         verdict = Verdict.OUT_OF_TOLERANCE
     return verdict, tiers

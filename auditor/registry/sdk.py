@@ -343,7 +343,8 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             if not rebuild:
                 from auditor.registry import tracking
 
-                run._session = tracking.start(self._tracking_uri, self._experiment)
+                with _generators_untouched():  # MLflow draws its run names from `random`: a rebuild would not
+                    run._session = tracking.start(self._tracking_uri, self._experiment)
                 run.run_id, run.tracking_uri = run._session.run_id, run._session.uri
         except BaseException:
             run._cleanup()
@@ -958,6 +959,28 @@ def _end_evaluation_child(run: Run) -> None:
 
 
 # -- checkpoint chains and segment replay (auditor.segments) ----------------------------------------------
+class _generators_untouched:  # noqa: N801 - a context manager used like a function
+    """Keep Python's and NumPy's global generator states across code that is not the script's (MLflow's run names).
+
+    Training logs to MLflow and a rebuild does not: whatever MLflow draws would shift the script's own draws
+    at training time only, and the first segment's end state (and any draw the script makes) would differ.
+    """
+
+    def __enter__(self) -> None:
+        import random
+
+        self._python = random.getstate()
+        numpy = sys.modules.get("numpy")
+        self._numpy = numpy.random.get_state() if numpy is not None else None
+
+    def __exit__(self, *exc: Any) -> None:
+        import random
+
+        random.setstate(self._python)
+        if self._numpy is not None:
+            sys.modules["numpy"].random.set_state(self._numpy)
+
+
 _CURRENT: list[Run] = []  # the run of the innermost track()/start(), for auditor.checkpoint(...)
 
 
