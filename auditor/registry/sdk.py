@@ -626,6 +626,7 @@ def _after_enter(tracker: track, run: Run) -> None:
     from auditor.lineage.gather import ArgparseSource
 
     _CURRENT[:] = [run]
+    run._threads_at_enter = _thread_count()  # threads started later (an OpenMP pool) make a fork's child single-threaded
 
     if isinstance(tracker._config, ArgparseSource):
         if run.rebuild:
@@ -925,6 +926,9 @@ def _evaluate_here(run: Run) -> bool:
             return True
     except ImportError:
         pass
+    # A fork copies no threads: a child that enters an OpenMP pool its parent started (the first parallel torch
+    # operation starts it) waits forever for the pool's threads. Such a child evaluates on one thread.
+    pool_started = _thread_count() > getattr(run, "_threads_at_enter", 0)
     folder = run._output_dir / EVALUATION_DIR
     folder.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
@@ -937,6 +941,8 @@ def _evaluate_here(run: Run) -> bool:
         os.dup2(log_fd, 2)
         run._output_dir = folder
         run._scratch = Path(tempfile.mkdtemp(prefix="repro-evaluate-"))
+        if pool_started:
+            _one_thread()
         run._evaluation_child = True
         run._evaluate_decided = True
         return True
@@ -946,6 +952,24 @@ def _evaluate_here(run: Run) -> bool:
     (folder / EVALUATION_STATUS_FILE).write_text(json.dumps(status_doc) + "\n", encoding="utf-8")
     run._evaluate_decided = False
     return False
+
+
+def _thread_count() -> int:
+    """This process's OS threads (Linux ``/proc``); unknown counts as many."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1 << 20
+
+
+def _one_thread() -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    log.warning("repro: the script ran parallel torch code before asking for the weights to evaluate, so they are evaluated "
+                "on one thread (metrics agree to float resolution); ask for run.weights_to_evaluate first to keep the recorded count")
+    torch.set_num_threads(1)
 
 
 def _end_evaluation_child(run: Run) -> None:
