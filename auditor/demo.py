@@ -98,6 +98,8 @@ def base_env(root: Path) -> dict[str, str]:
         S.HOME.name: str(root / "home"),
         S.SNAPSHOT_STORE.name: str(root / "snapshots"),
         S.REPORTS.name: str(root / "reports"),
+        S.SIGNING_KEY.name: str(root / "keys" / "signing.pem"),
+        S.SIGNER.name: "repro-audit demo",
         S.NIGHTLY_MAX_MODELS.name: "20",
         S.NIGHTLY_BUDGET_HOURS.name: "100",
         "PYTHONHASHSEED": "0",
@@ -161,6 +163,12 @@ def seed(
     root.mkdir(parents=True, exist_ok=True)
     env = {**base_env(root), **(env or {})}  # e.g. a PostgreSQL tracking URI and S3 stores
     full_env = {**os.environ, **env}
+    key = Path(env[S.SIGNING_KEY.name])
+    if not key.exists():
+        from auditor.report.attest import generate_key
+
+        progress(f"making the demo's signing key {key} (its public key: {key}.pub)")
+        generate_key(key)
     progress("making a git repository of the reference project")
     project = make_project(root / "project")
     progress("generating the dataset and storing it as a snapshot")

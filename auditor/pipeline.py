@@ -13,8 +13,10 @@ artifact, rebuild, compare. Whatever fails inside them becomes the verdict that
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -26,9 +28,11 @@ from typing import Any
 from auditor.contract import WEIGHTS_FILE
 from auditor.errors import (
     BadInput,
+    Findings,
     InfrastructureError,
     InputUnrecoverable,
     LineageIncomplete,
+    NotFound,
     RecipeCrashed,
     ReproError,
     describe,
@@ -39,14 +43,22 @@ from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
-from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_REPORT, WEIGHTS_ARTIFACT
+from auditor.tags import (
+    TAG_AUDIT_DATE,
+    TAG_AUDIT_PREVIOUS_DATE,
+    TAG_AUDIT_RUN,
+    TAG_COST_HOURS,
+    TAG_REPORT,
+    WEIGHTS_ARTIFACT,
+)
 
 __all__ = [
-    "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "audit_segments", "publish_segments", "calibrate", "calibration_seeds",
-    "make_runner", "nightly", "publish_audit", "publish_summary", "rebuild", "sample",
+    "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "audit_segments", "calibrate", "calibration_seeds",
+    "make_runner", "nightly", "preflight", "preflight_store", "publish_audit", "publish_segments", "publish_summary", "rebuild", "sample",
 ]
 
 Progress = Callable[[str], None]
+log = logging.getLogger(__name__)  # each step's stages, for a task log or the CLI's stderr
 
 
 def _now() -> str:
@@ -119,14 +131,18 @@ def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings:
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BadInput(f"output folder {out_dir} is not empty", hint="pass a new folder")
     progress(f"resolving {model_ref}")
+    log.info("rebuild %s: resolving", model_ref)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
     record, diff = registry.load_record(info)
     _require_complete_lineage(info.ref, record, diff)
     progress("preparing the workspace (code at the recorded commit, verified data)")
+    log.info("rebuild %s: preparing the workspace", info.ref)
     workspace = _prepare(record, diff, out_dir / "workspace", settings)
     progress(f"running {' '.join(record.code.entrypoint or [])}")
+    log.info("rebuild %s: running %s", info.ref, " ".join(record.code.entrypoint or []))
     run = run_recipe(record, workspace, run_with, out_dir / "output", timeout_s=settings.rebuild_timeout_s)
+    log.info("rebuild %s: done in %.1f s, weights %s", info.ref, run.wall_s, run.weights_sha256)
     return RebuildResult(model_ref=info.ref, workspace=workspace.root, runs=[run], drift=_drift(record, run))
 
 
@@ -203,17 +219,20 @@ def calibrate(
     tmp = _scratch(settings, "calibrate-")
     try:
         progress("preparing the workspace")
+        log.info("calibrate %s: preparing the workspace", info.ref)
         workspace = _prepare(record, diff, tmp / "workspace", settings)
         timeout = settings.rebuild_timeout_s
         same = []
         for i in range(same_seed):
             progress(f"same-seed rerun {i + 1}/{same_seed} (seed {record.seeds.seed})")
+            log.info("calibrate %s: same-seed rerun %d/%d (seed %s)", info.ref, i + 1, same_seed, record.seeds.seed)
             same.append(run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout))
         floor = _same_seed_floor(record, same)
         varied: dict[str, RunResult] = {}
         seeds = calibration_seeds(record.seeds.seed, reruns)
         for i, seed in enumerate(seeds):
             progress(f"seed-varied rerun {i + 1}/{reruns} (seed {seed})")
+            log.info("calibrate %s: seed-varied rerun %d/%d (seed %s)", info.ref, i + 1, reruns, seed)
             varied[f"rerun-{i + 1}-seed-{seed}"] = run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -229,10 +248,71 @@ def calibrate(
         seed_ignored=len(hashes) == 1 and None not in hashes,
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
-    bands = Bands(bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at))
+    computed = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
+    evidence = _log_calibration_run(registry, info, calibration, settings)
+    bands = Bands({name: band.model_copy(update={"evidence": evidence}) for name, band in computed.items()})
     bands.calibration = calibration
     registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
+    log.info("calibrate %s: stored %d band(s)", info.ref, len(bands))
     return bands
+
+
+def _log_calibration_run(registry, info, calibration, settings: Settings) -> dict[str, str]:
+    """Store a calibration's evidence as a run of the audits experiment; returns what its bands name.
+
+    The artifact holds every rerun's seed, weight digest and metrics and the same-seed floor; its
+    sha256 is a param of the run, which MLflow does not let anyone change. Each calibration adds a
+    run, so a version's calibrations keep their history.
+    """
+    from auditor import tags as t
+    from auditor.canonical import sha256_hex
+
+    data = calibration.to_json().encode("utf-8")
+    sha = "sha256:" + sha256_hex(data)
+    run_id = registry.log_run(
+        experiment=settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
+        name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}",
+        params={t.PARAM_CALIBRATION_SHA256: sha, "repro.reruns": str(len(calibration.seed_varied)),
+                t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        metrics={}, artifacts={t.CALIBRATION_ARTIFACT: data},
+    )
+    return {"run_id": run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT}
+
+
+def _calibrations(a: _Audit) -> tuple[Any, dict[str, str] | None]:
+    """The version's newest calibration as its run stored it (checked against the run's sha256 param).
+
+    Also fills ``a.calibrations`` (the history the report shows). A calibration run whose artifact
+    no longer matches its param is refused with a finding: the evidence was altered.
+    """
+    from auditor import tags as t
+    from auditor.canonical import sha256_hex
+    from auditor.judge.floors import calibration_from_json
+
+    runs = a.registry.find_runs(experiment=a.settings.audit_experiment,
+                                params={t.TAG_RUN_MODEL: a.info.name, t.TAG_RUN_MODEL_VERSION: str(a.info.version)})
+    newest: tuple[Any, dict[str, str] | None] = (None, None)
+    for run in runs:
+        sha = run.params.get(t.PARAM_CALIBRATION_SHA256)
+        if not sha:
+            continue
+        data = a.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
+        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get("repro.reruns"), "deleted": run.deleted}
+        if data is None or "sha256:" + sha256_hex(data) != sha:
+            a.findings.append(Finding(
+                code="calibration.altered", path="bands", severity="warning",
+                message=f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; its bands are refused",
+                hint="re-run `repro-audit calibrate`"))
+            a.calibrations.append({**entry, "valid": False})
+            continue
+        calibration = calibration_from_json(data, source=f"calibration run {run.run_id}")
+        a.calibrations.append({**entry, "calibrated_at": calibration.calibrated_at, "valid": True})
+        newest = (calibration, {"run_id": run.run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT})
+    if newest[1] is not None:
+        for item in a.calibrations:
+            item["judged"] = item["run_id"] == newest[1]["run_id"]
+    return newest
 
 
 # -- audit -----------------------------------------------------------------------------
@@ -254,6 +334,7 @@ class _Audit:
     metric_results: list = field(default_factory=list)
     weight_diff: Any = None
     calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
+    calibrations: list[dict[str, Any]] = field(default_factory=list)  # every calibration run, newest last
     platform: dict | None = None  # the rebuild's platform fingerprint
     drift: EnvDrift | None = None
     log_tail: str = ""
@@ -288,10 +369,34 @@ def _read_record(a: _Audit) -> None:
             code="run.deleted", path="record", severity="warning",
             message=f"run {a.info.run_id} of {a.info.ref} is deleted (not yet purged): the next `mlflow gc` destroys its record and weights",
             hint=f"restore it: `mlflow runs restore --run-id {a.info.run_id}`"))
+    changed = _record_changed_since_published(a.info, a.record.digest(), a.settings)
+    if changed:
+        a.findings.append(Finding(
+            code="record.changed", path="record", severity="blocking",
+            message=f"the run record changed after registration: {changed}",
+            hint="treat this version as unreproducible and investigate who rewrote the record"))
     a.evidence["record"] = a.record.digest()
     a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
     if a.record.environment and a.record.environment.image_digest:
         a.evidence["image"] = a.record.environment.image_digest
+
+
+def _record_changed_since_published(info, digest: str, settings: Settings) -> str | None:
+    """How this version's earlier published evidence disagrees with its record's digest now (None: it agrees)."""
+    from auditor.report import ledger
+    from auditor.storage import open_store
+
+    try:
+        entries = ledger.entries(open_store(settings.reports))
+    except (NotFound, Findings):
+        return None  # nothing published yet, or a broken ledger (evidence verify names it)
+    for entry in entries:
+        audit = entry.get("audit") or {}
+        earlier = entry.get("record_digest")
+        if audit.get("model") == info.name and str(audit.get("version")) == str(info.version) and earlier and earlier != digest:
+            return (f"its digest is {digest} but the evidence of audit {audit.get('audit_id')} (ledger entry "
+                    f"{entry.get('seq')}) recorded {earlier}")
+    return None
 
 
 def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]:
@@ -316,6 +421,7 @@ def _recover_artifact(a: _Audit) -> None:
     from auditor.judge.weights import sha256_file
 
     a.progress("checking the registered artifact")
+    log.info("audit %s: checking the registered artifact", a.info.ref)
     a.weights, expected, why = _registered_weights(a)
     actual = sha256_file(a.weights) if a.weights else None
     if actual:
@@ -333,11 +439,13 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     """
     timeout = a.settings.rebuild_timeout_s
     a.progress("preparing the workspace")
+    log.info("audit %s: preparing the workspace", a.info.ref)
     workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
     runs: list[RunResult] = []
     hosted = 0.0  # seconds of the evaluation a rebuild's process hosted
     if a.weights is not None:
         a.progress("rebuild 1 (the registered weights re-evaluated in the same process)")
+        log.info("audit %s: rebuild 1, re-evaluating the registered weights in the same process", a.info.ref)
         out = a.tmp / "rebuild-0"
         try:
             first = run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, evaluate=a.weights, then_train=True)
@@ -363,6 +471,7 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
             runs.append(first)
     for i in range(len(runs), reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
+        log.info("audit %s: rebuild %d/%d", a.info.ref, i + 1, reruns)
         runs.append(_rebuild_once(a, workspace, a.tmp / (f"rebuild-{i}" + ("-train" if i == 0 and a.weights is not None else "")), timeout))
     a.log_tail = runs[-1].log_tail
     # the rebuild's own time: what re-running the recipe costs, without the evaluation it hosted
@@ -393,6 +502,7 @@ def _once_more(a: _Audit, workspace, out: Path, timeout: float, first: RecipeCra
     if first.timed_out:
         raise first
     a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
+    log.warning("audit %s: the rebuild crashed; running it once more", a.info.ref)
     try:
         return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout, **recipe)
     except RecipeCrashed as second:
@@ -420,16 +530,30 @@ def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
 
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
-    from auditor.judge.floors import calibration_from_json, platform_fingerprint
+    from auditor.judge.binding import bind
+    from auditor.judge.floors import platform_fingerprint
     from auditor.judge.tolerance import bands_from_json, check_metrics
     from auditor.judge.weights import diff_safetensors
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
+    calibration, evidence = _calibrations(a)
     calibration_text = a.info.tags.get(TAG_CALIBRATION)
-    if calibration_text:
-        a.calibration = calibration_from_json(calibration_text, source=f"{a.info.ref} tag {TAG_CALIBRATION}")
+    if calibration is not None:
+        a.calibration = calibration  # the run's evidence, never the editable tag
+        if calibration_text and calibration_text != calibration.to_json():
+            a.findings.append(Finding(
+                code="calibration.tag_edited", path="bands", severity="warning",
+                message=f"tag {TAG_CALIBRATION} differs from the calibration run {evidence['run_id']} it copies; the run's evidence judged",
+                hint="re-run `repro-audit calibrate`"))
+    elif calibration_text:
+        a.findings.append(Finding(
+            code="calibration.unbound", path="bands", severity="warning",
+            message=f"tag {TAG_CALIBRATION} names no calibration run of this version: its same-seed floor is not used",
+            hint="re-run `repro-audit calibrate`"))
     bands_text = a.registry.get_bands(a.info)
     bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
+    bands, refused = bind(bands, calibration, evidence, a.record.outputs.metrics)
+    a.findings += refused
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
     _compare_traced(a, runs)
@@ -460,6 +584,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
     a = _Audit(registry=registry, info=info, settings=settings, runner=run_with, tmp=_scratch(settings, "audit-"), progress=progress)
+    log.info("audit %s: started (runner %s, %d rebuild(s))", info.ref, runner, max(1, reruns))
     try:
         _read_record(a)
         if a.record is not None:
@@ -481,6 +606,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
 
         verdict, tiers = segment_verdict(a.segments, verdict, tiers)
     a.timings.wall_s = round(time.monotonic() - clock, 3)
+    log.info("audit %s: %s in %.1f s", info.ref, verdict.value, a.timings.wall_s)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
     return AuditResult(
         audit_id=date or started.replace(":", "").replace("-", ""),
@@ -502,6 +628,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         log_tail=redact(a.log_tail) or "",  # the result leaves the process (CLI, --json, reports): never a secret
         error=redact(a.error or a.unrecoverable),
         evidence=a.evidence,
+        calibrations=a.calibrations,
         segments=a.segments,
     )
 
@@ -521,6 +648,7 @@ def audit(
     make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)  # a bad ref is the caller's error: raise
+    preflight(registry, info, settings, publishing=False)
     return _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
 
 
@@ -655,12 +783,13 @@ def publish_segments(model_ref: str, *, date: str, audit_run: str, segments: int
                      runner: str = "process", settings: Settings | None = None, progress: Progress = _quiet) -> Published:
     """``audit_segments`` published as that day's audit of the version (the same report, ledger entry and tags as ``publish_audit``)."""
     settings = settings or get_settings()
-    registry, info, step = _segment_step(model_ref, segments, budget, runner, date, settings)
+    registry, info, step = _segment_step(model_ref, segments, budget, runner, date, settings, publishing=True)
     return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=1, settings=settings,
                             progress=progress, rebuild_step=step)
 
 
-def _segment_step(model_ref: str, segments: int | None, budget: float | None, runner: str, date: str | None, settings: Settings, workers: int = 1):
+def _segment_step(model_ref: str, segments: int | None, budget: float | None, runner: str, date: str | None, settings: Settings, workers: int = 1,
+                  *, publishing: bool = False):
     import functools
 
     from auditor import segments as seg
@@ -668,6 +797,7 @@ def _segment_step(model_ref: str, segments: int | None, budget: float | None, ru
     make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
+    preflight(registry, info, settings, publishing=publishing)
     record, _ = registry.load_record(info)
     if not seg.chain(record):
         raise BadInput(f"{info.ref} records no checkpoint chain, so it has no segments to replay",
@@ -677,7 +807,59 @@ def _segment_step(model_ref: str, segments: int | None, budget: float | None, ru
     return registry, info, functools.partial(_replay_segments, count=segments, budget=budget, date=day, workers=workers)
 
 
+# -- pre-flight: what would fail after the rebuild, checked before it ----------------------------
+def _redacted(uri: str) -> str:
+    from auditor.lineage.redact import redact_text
+
+    return redact_text(uri)
+
+
+def preflight_store(settings: Settings) -> None:
+    """The report store opens, is reachable and (when required) locked; a local one is a folder, not a file."""
+    from auditor.report.lock import require_object_lock
+    from auditor.storage import open_store
+
+    store = open_store(settings.reports)
+    local = store.local_path("index.html")
+    if local is not None and local.parent.exists() and not local.parent.is_dir():
+        raise BadInput(f"the report store {local.parent} is a file, not a folder", hint="set REPRO_REPORTS to a folder or s3://bucket/prefix")
+    if settings.require_object_lock:
+        require_object_lock(store, settings.lock_retention_days)
+    store.exists("ledger.jsonl")  # reachable: an outage or a refused credential fails here, not after the rebuild
+
+
+def preflight(registry, info, settings: Settings, *, publishing: bool) -> None:
+    """Before any rebuild: the version's bands and calibration parse, and the report store is usable.
+
+    A malformed band is the caller's to fix (``MalformedRecord``, exit 2), said now rather than as an
+    ERROR verdict after an hour of rebuilding.
+    """
+    from auditor.judge.floors import calibration_from_json
+    from auditor.judge.tolerance import bands_from_json
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+
+    log.info("pre-flight %s: bands%s", info.ref, " and the report store" if publishing else "")
+    bands_text = registry.get_bands(info)
+    if bands_text:
+        bands_from_json(bands_text, source=f"{info.ref} tag {TAG_BANDS}")
+    calibration_text = info.tags.get(TAG_CALIBRATION)
+    if calibration_text:
+        calibration_from_json(calibration_text, source=f"{info.ref} tag {TAG_CALIBRATION}")
+    if publishing:
+        preflight_store(settings)
+
+
 # -- publish and the nightly sequence -------------------------------------------------------
+def _publish_keeping_verdict(publish, result: AuditResult, settings: Settings):
+    """``publish(result)``; a failure carries the result (``exc.audit_result``), so the CLI still prints the verdict."""
+    try:
+        return publish(result, settings.reports, settings=settings)
+    except Exception as exc:
+        with contextlib.suppress(AttributeError):
+            exc.audit_result = result
+        raise
+
+
 @dataclass
 class Published:
     """A published audit: the result (None only when the version could not be resolved) and its summary row."""
@@ -711,17 +893,78 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
         result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress,
                                 rebuild_step=rebuild_step)
     progress("publishing the report")
-    publication = publish(result, settings.reports, settings=settings)  # completes a half-done publish
+    log.info("publish %s: %s to %s", info.ref, result.verdict.value, settings.reports)
+    publication = _publish_keeping_verdict(publish, result, settings)  # completes a half-done publish
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
-    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri:
+    progress("anchoring the ledger in MLflow")
+    run_id = _log_audit_run(registry, info, result, publication, settings)
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id:
         registry.write_outcome(info, result.verdict.value, result.finished_at or _now(), report_uri)
-        tags = {TAG_AUDIT_DATE: date}
+        tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id}
         previous = info.tags.get(TAG_AUDIT_DATE)
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         registry.set_tags(info, tags)
+    log.info("publish %s: %s", info.ref, report_uri)
     row = {"ref": info.ref, "verdict": result.verdict.value, "report": report_uri, "error": result.error, "skipped": skipped}
     return Published(result=result, row=row)
+
+
+def _log_audit_run(registry, info, result: AuditResult, publication, settings: Settings) -> str:
+    """Log the audit as a run of the audits experiment, once per audit; its params anchor the ledger head.
+
+    MLflow refuses to change a param once logged, so the head written here (sequence number
+    and entry hash, for this reports location) is what ``evidence verify`` holds the ledger to:
+    a rewritten, re-chained or rolled-back ledger no longer matches it.
+    """
+    from auditor import tags as t
+
+    entry = publication.entry or {}
+    params = {
+        t.PARAM_LEDGER_LOCATION: publication.location,
+        t.PARAM_LEDGER_SEQ: str(publication.seq),
+        t.PARAM_LEDGER_HEAD: publication.entry_hash,
+        t.PARAM_EVIDENCE_SHA256: (entry.get("evidence") or {}).get("sha256", ""),
+        t.PARAM_RECORD_DIGEST: result.record_digest or "",
+    }
+    if entry.get("attestation"):
+        params[t.PARAM_ATTESTATION_SHA256] = entry["attestation"]["sha256"]
+    if publication.entry_version_id:
+        params[t.PARAM_LEDGER_ENTRY_VERSION] = publication.entry_version_id
+    run_tags = {
+        t.TAG_RUN_KIND: "audit",
+        t.TAG_RUN_MODEL: info.name,
+        t.TAG_RUN_MODEL_VERSION: str(info.version),
+        t.TAG_VERDICT: result.verdict.value,
+        **{f"repro.tier.{name}": tier.status for name, tier in result.tiers.items()},
+    }
+    metrics = {}
+    for m in result.metrics:
+        values = [v for v in m.rebuilt if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        if values:
+            metrics[f"rebuilt.{m.name}"] = float(values[0])
+    return registry.log_run(
+        experiment=settings.audit_experiment, identity=publication.stem, name=f"audit {info.name} v{info.version} {result.audit_id}",
+        params=params, tags=run_tags, metrics=metrics, artifacts=publication.files or {},
+    )
+
+
+def ledger_anchors(location: str, settings: Settings | None = None) -> list[Any]:
+    """The ledger heads the audits experiment anchors for ``location`` (``evidence verify`` compares them)."""
+    from auditor.report.verify import Anchor
+    from auditor.storage import open_store
+    from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
+
+    settings = settings or get_settings()
+    uri = open_store(location).uri
+    anchors = []
+    for run in _registry(settings).find_runs(experiment=settings.audit_experiment, params={PARAM_LEDGER_LOCATION: uri}):
+        seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)
+        if seq is not None and seq.isdigit() and head:
+            state = " (deleted)" if run.deleted else ""
+            anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {settings.audit_experiment!r}",
+                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION)))
+    return anchors
 
 
 def publish_audit(
@@ -744,6 +987,7 @@ def publish_audit(
     make_runner(runner)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
+    preflight(registry, info, settings, publishing=True)
     return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress)
 
 
@@ -813,7 +1057,14 @@ def publish_summary(date: str, sample: dict[str, Any], results: list[dict[str, A
 def nightly(date: str, *, audit_run: str | None = None, settings: Settings | None = None, progress: Progress = _quiet) -> dict[str, Any]:
     """The nightly sequence without Airflow: sample, audit and publish each, then the summary."""
     settings = settings or get_settings()
+    preflight_store(settings)
     chosen = sample(date, settings=settings)
+    if not chosen["picks"] and not chosen["skipped"]:
+        from auditor.errors import Findings
+
+        raise Findings(f"the registry at {_redacted(settings.tracking_uri)} has no registered model versions: nothing to audit",
+                       hint="check MLFLOW_TRACKING_URI (or --tracking-uri), or register a model first")
+    log.info("nightly %s: %d pick(s), %d skipped", date, len(chosen["picks"]), len(chosen["skipped"]))
     results = []
     for pick in chosen["picks"]:
         progress(f"auditing {pick['ref']} ({pick['reason']})")

@@ -241,6 +241,41 @@ REBUILD_BACKEND = Setting(
     choices=("celery", "kubernetes"),
     hint="set REPRO_REBUILD_BACKEND=celery (gpu queue) or kubernetes (one pod per rebuild)",
 )
+SIGNING_KEY = Setting(
+    "REPRO_SIGNING_KEY", "str", None,
+    "signs each audit's in-toto attestation: an Ed25519 PEM private key file (repro-audit evidence keygen) or a "
+    "signer URI (awskms:, gcpkms:, azurekms:, hv:, hsm:, file2:); unset: audits are published unsigned",
+    "signing_key",
+)
+SIGNING_PUBLIC_KEY = Setting(
+    "REPRO_SIGNING_PUBLIC_KEY", "str", None, "the PEM public key of a signer URI in REPRO_SIGNING_KEY",
+    "signing_public_key",
+)
+SIGNER = Setting(
+    "REPRO_SIGNER", "str", None, "who signs, as reports and attestations name them", "signer",
+    derived="REPRO_RESPONSIBLE",
+)
+AUDIT_EXPERIMENT = Setting(
+    "REPRO_AUDIT_EXPERIMENT", "str", "repro-audit-audits",
+    "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
+    "audit_experiment",
+)
+
+# Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
+MLFLOW_HTTP_RETRIES = Setting(
+    "REPRO_MLFLOW_HTTP_RETRIES", "int", 2,
+    "retries of a failed MLflow HTTP request (each retry is logged); sets MLFLOW_HTTP_REQUEST_MAX_RETRIES "
+    "unless that is set", "mlflow_http_retries", minimum=0,
+)
+MLFLOW_HTTP_TIMEOUT_S = Setting(
+    "REPRO_MLFLOW_HTTP_TIMEOUT_S", "int", 30,
+    "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set",
+    "mlflow_http_timeout_s", minimum=1,
+)
+OVERDUE_DAYS = Setting(
+    "REPRO_OVERDUE_DAYS", "int", 30, "days after its last audit a registered version counts as overdue",
+    "overdue_days", minimum=1,
+)
 
 # The Kubernetes route (REPRO_REBUILD_BACKEND=kubernetes): what the platform team provides.
 K8S_IMAGE = Setting(
@@ -282,6 +317,8 @@ _TOP_LEVEL = (
     TRACKING_URI, REGISTRY_URI, HOME, SNAPSHOT_STORE, REPORTS, RUNNER, REBUILD_TIMEOUT_S, RETRY_DELAY_S,
     NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
     LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND,
+    SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
+    MLFLOW_HTTP_RETRIES, MLFLOW_HTTP_TIMEOUT_S, OVERDUE_DAYS,
 )
 #: every setting, in the order the docs list them
 SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
@@ -347,6 +384,13 @@ class Settings:
     require_object_lock: bool = REQUIRE_OBJECT_LOCK.default
     lock_retention_days: int = LOCK_RETENTION_DAYS.default
     rebuild_backend: str = REBUILD_BACKEND.default
+    signing_key: str | None = SIGNING_KEY.default
+    signing_public_key: str | None = SIGNING_PUBLIC_KEY.default
+    signer: str | None = SIGNER.default
+    audit_experiment: str = AUDIT_EXPERIMENT.default
+    mlflow_http_retries: int = MLFLOW_HTTP_RETRIES.default
+    mlflow_http_timeout_s: int = MLFLOW_HTTP_TIMEOUT_S.default
+    overdue_days: int = OVERDUE_DAYS.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property

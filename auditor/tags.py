@@ -28,6 +28,8 @@ TAG_SCHEMA_VERSION = "repro.schema_version"
 TAG_DIRTY = "repro.dirty"
 TAG_IMAGE_DIGEST = "repro.image_digest"
 TAG_DATA_PREFIX = "repro.data."
+#: run tag: the LoggedModel (pyfunc over the weights) the run logged, which its version is registered from
+TAG_LOGGED_MODEL = "repro.logged_model"
 #: the tag on an MLflow dataset input naming the snapshot version it was
 TAG_DATASET_VERSION = "repro.version"
 
@@ -44,6 +46,31 @@ TAG_AUDIT_AT = "repro.audit.at"
 TAG_REPORT = "repro.audit.report"
 TAG_AUDIT_DATE = "repro.audit.date"
 TAG_AUDIT_PREVIOUS_DATE = "repro.audit.previous_date"
+#: the MLflow run the audit was logged as (in the audits experiment)
+TAG_AUDIT_RUN = "repro.audit.run"
+
+# -- params logged at training time (MLflow params cannot be overwritten through the API) ---
+PARAM_RECORD_DIGEST = TAG_RECORD_DIGEST
+PARAM_SEED = "repro.seed"
+
+# -- audit and calibration runs (the audits experiment) ---------------------------------------
+#: tag: what a run in the audits experiment is ("audit" or "calibration")
+TAG_RUN_KIND = "repro.run_kind"
+#: tag: the audit's identity (its report stem), so a retried publish logs its run once
+TAG_RUN_IDENTITY = "repro.identity"
+TAG_RUN_MODEL = "repro.model"
+TAG_RUN_MODEL_VERSION = "repro.model_version"
+#: params: the ledger head right after this audit was published (the ledger's anchors)
+PARAM_LEDGER_LOCATION = "repro.ledger.location"
+PARAM_LEDGER_SEQ = "repro.ledger.seq"
+PARAM_LEDGER_HEAD = "repro.ledger.head"
+#: param: on a versioned (Object Lock) bucket, the version id of the entry object this head is
+PARAM_LEDGER_ENTRY_VERSION = "repro.ledger.entry_version"
+PARAM_EVIDENCE_SHA256 = "repro.evidence.sha256"
+PARAM_ATTESTATION_SHA256 = "repro.attestation.sha256"
+#: param of a calibration run: the sha256 of its evidence artifact
+PARAM_CALIBRATION_SHA256 = "repro.calibration.sha256"
+CALIBRATION_ARTIFACT = "calibration.json"
 
 #: MLflow's own tag on a dataset input naming its role
 MLFLOW_DATASET_CONTEXT = "mlflow.data.context"

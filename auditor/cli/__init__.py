@@ -4,12 +4,16 @@ Each verb lives in a small module that calls one function of the library
 (``auditor.pipeline`` and friends). Exceptions become exit codes here and only
 here, through the one table in ``auditor.errors`` (``exit_code``): 0 success or
 reproduced, 1 findings or not reproduced, 2 bad input or usage, 3 infrastructure error.
+
+Under ``--json`` an error is also printed on stdout as ``{"error", "exit_code", "hint"}`` (the exit
+code is the same). Shell completion: ``repro-audit --install-completion``, or ``repro-audit completion SHELL``.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -19,12 +23,12 @@ app = typer.Typer(
     name="repro-audit",
     help="Audit the reproducibility of registered ML models.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
 # Each module registers its commands on ``app`` when imported.
-_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "demo")
+_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "report", "completion", "demo")
 
 
 def _load_commands() -> None:
@@ -65,22 +69,54 @@ def _click_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def _json_requested(argv: list[str] | None) -> bool:
+    """Whether the command line asks for ``--json`` (before parsing: a usage error is reported as JSON too)."""
+    args = sys.argv[1:] if argv is None else argv
+    return "--json" in args[: args.index("--")] if "--" in args else "--json" in args
+
+
+def error_message(exc: ReproError) -> str:
+    """An error's message without the hint its text ends with (``--json`` gives the hint its own field)."""
+    text = str(exc)
+    suffix = f" ({exc.hint})" if exc.hint else ""
+    return text[: -len(suffix)] if suffix and text.endswith(suffix) else text
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    from auditor.cli.output import error
+
+    error(message)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    from auditor.cli import output
+
+    output.reset()
+    as_json = _json_requested(argv)
     _load_commands()
+    output.install_logging()
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False, prog_name="repro-audit")
     except ReproError as exc:
-        from auditor.cli.output import error
+        if as_json:
+            from auditor.cli.output import emit_error_json
 
-        error(str(exc))
-        sys.exit(exit_code(exc))
+            emit_error_json(error_message(exc), exit_code(exc), exc.hint)
+        _fail(str(exc), exit_code(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
     except _click_errors() as exc:  # usage errors: a usage line, exit 2, never a traceback
+        if as_json:
+            from auditor.cli.output import emit_error_json
+
+            ctx = getattr(exc, "ctx", None)
+            hint = f"see '{ctx.command_path} --help'" if ctx is not None else "see 'repro-audit --help'"
+            emit_error_json(exc.format_message(), exc.exit_code, hint)
         exc.show()
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

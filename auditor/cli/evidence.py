@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,13 +23,34 @@ def verify_cmd(
         str | None, typer.Argument(help="Reports location: a folder, file://… or s3://bucket/prefix (default: REPRO_REPORTS).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    key: Annotated[
+        Path | None,
+        typer.Option("--key", help="PEM public key: every entry's attestation must carry a valid signature by it."),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option("--tracking-uri", help="MLflow holding the ledger's anchors (default: MLFLOW_TRACKING_URI)."),
+    ] = None,
+    no_anchors: Annotated[
+        bool, typer.Option("--no-anchors", help="Do not compare the ledger with its MLflow anchors (weaker: say why).")
+    ] = False,
 ) -> None:
-    """Exit 0 when every report and ledger entry is untouched; 1 naming the first bad entry."""
+    """Exit 0 when every published file and ledger entry is untouched; 1 naming the first bad entry."""
+    from dataclasses import replace
+
+    from auditor.pipeline import ledger_anchors
+    from auditor.report.attest import load_public_key
     from auditor.report.verify import verify
     from auditor.settings import get_settings
     from auditor.storage import open_store
 
-    result = verify(open_store(location or get_settings().reports))
+    settings = get_settings()
+    if tracking_uri:
+        settings = replace(settings, tracking_uri=tracking_uri)
+    where = location or settings.reports
+    public = load_public_key(str(key)) if key is not None else None
+    anchors = None if no_anchors else ledger_anchors(where, settings)
+    result = verify(open_store(where), public_key=public, anchors=anchors)
     if as_json:
         emit_json(
             {
@@ -37,14 +59,19 @@ def verify_cmd(
                 "entries": result.entries,
                 "reports": result.reports,
                 "head": result.head,
+                "signed": result.signed if key is not None else None,
+                "anchors": result.anchored,
                 "first_bad_entry": result.first.seq if result.first else None,
                 "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
             }
         )
     if result.ok:
         if not as_json:
+            signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --key)"
+            anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
             console().print(
-                f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed",
+                f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
+                + signed + anchored,
                 markup=False,
                 soft_wrap=True,
             )
@@ -58,3 +85,15 @@ def verify_cmd(
     raise Findings(
         f"evidence at {result.location} failed verification ({len(result.problems)} problem(s)); first: {result.first}"
     )
+
+
+@evidence_app.command("keygen")
+def keygen_cmd(
+    path: Annotated[Path, typer.Argument(help="Where to write the Ed25519 private key (its public key goes to PATH.pub).")],
+) -> None:
+    """Make an Ed25519 signing key for REPRO_SIGNING_KEY; prints the public key's path and key id."""
+    from auditor.report.attest import generate_key
+
+    public, keyid = generate_key(path)
+    console().print(f"private key: {path} (mode 0600; set REPRO_SIGNING_KEY={path})\npublic key: {public}\nkey id: {keyid}",
+                    markup=False, soft_wrap=True)

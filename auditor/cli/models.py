@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -20,30 +21,65 @@ VERDICT_STYLE = {
 }
 
 
+REF_HELP = "models:/NAME/VERSION or models:/NAME@ALIAS"
+RUNNER_HELP = "process or docker (default: REPRO_RUNNER or process)"
+
+
+class RunnerName(StrEnum):
+    """``--runner``: a choice, so a typo is a usage error naming the choices."""
+
+    process = "process"
+    docker = "docker"
+
+
+def _runner(value: RunnerName | None, settings) -> str:
+    return value.value if value is not None else settings.runner
+JSON_HELP = "print the result as JSON on stdout (errors too: {error, exit_code, hint})"
+TRACKING_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI); a SQLite file must exist"
+
+
+def _settings(tracking_uri: str | None):
+    """The settings, with ``--tracking-uri`` in place of MLFLOW_TRACKING_URI when given."""
+    import dataclasses
+
+    from auditor.settings import get_settings
+
+    settings = get_settings()
+    return dataclasses.replace(settings, tracking_uri=tracking_uri) if tracking_uri else settings
+
+
 @contextmanager
 def _progress(enabled: bool):
-    """A spinner whose text follows the pipeline's progress messages (silent under --json)."""
-    if not enabled:
+    """A spinner on a terminal whose text follows the pipeline's progress (silent under --json).
+
+    When stderr is not a terminal the pipeline's own stage logs are the progress (timestamped lines
+    on stderr, see ``auditor.cli.output.install_logging``), so the spinner stays off.
+    """
+    from auditor.cli.output import stderr_is_terminal
+
+    if not enabled or not stderr_is_terminal():
         yield lambda _msg: None
         return
-    with console().status("starting…") as status:
+    from rich.console import Console
+
+    with Console(stderr=True, highlight=False).status("starting…") as status:
         yield lambda msg: status.update(msg)
 
 
 @app.command("rebuild")
 def rebuild_cmd(
-    model_ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
+    model_ref: str = typer.Argument(..., help=REF_HELP),
     out: Path = typer.Option(..., "--out", help="folder for the workspace, rebuilt weights and metrics"),
-    runner: str = typer.Option(None, "--runner", help="process or docker (default: REPRO_RUNNER or process)"),
-    json_out: bool = typer.Option(False, "--json"),
+    runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Rebuild a registered version from its recorded inputs (on-demand rebuild of a historical model)."""
     from auditor import pipeline
-    from auditor.settings import get_settings
 
-    settings = get_settings()
+    settings = _settings(tracking_uri)
     with _progress(not json_out) as progress:
-        result = pipeline.rebuild(model_ref, runner=runner or settings.runner, out_dir=out, settings=settings, progress=progress)
+        result = pipeline.rebuild(model_ref, runner=_runner(runner, settings), out_dir=out, settings=settings, progress=progress)
     run = result.first
     summary = {
         "model": result.model_ref,
@@ -65,23 +101,23 @@ def rebuild_cmd(
 
 @app.command("calibrate")
 def calibrate_cmd(
-    model_ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
+    model_ref: str = typer.Argument(..., help=REF_HELP),
     reruns: int = typer.Option(5, "--reruns", min=3, help="seed-varied reruns for the metric bands (3-4 give a weak band)"),
     same_seed: int = typer.Option(2, "--same-seed", min=2, help="reruns under the recorded seed: the execution-noise floor"),
     replace: bool = typer.Option(False, "--replace", help="replace bands calibrated from more reruns than --reruns"),
-    runner: str = typer.Option(None, "--runner", help="process or docker (default: REPRO_RUNNER or process)"),
+    runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help="print the bands as JSON"),
 ) -> None:
     """Measure both noise floors (same-seed and seed-varied reruns); store them with the version."""
     from rich.table import Table
 
     from auditor import pipeline
-    from auditor.settings import get_settings
 
-    settings = get_settings()
+    settings = _settings(tracking_uri)
     with _progress(not json_out) as progress:
         bands = pipeline.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
-                                   runner=runner or settings.runner, settings=settings, progress=progress)
+                                   runner=_runner(runner, settings), settings=settings, progress=progress)
     calibration = bands.calibration
     findings = calibration.findings() if calibration else []
     if json_out:
@@ -110,12 +146,13 @@ def calibrate_cmd(
 
 @app.command("audit")
 def audit_cmd(
-    model_ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
-    reruns: int = typer.Option(1, "--reruns", min=1),
-    runner: str = typer.Option(None, "--runner"),
+    model_ref: str = typer.Argument(..., help=REF_HELP),
+    reruns: int = typer.Option(1, "--reruns", min=1, help="rebuilds to run and judge (each must land inside the bands)"),
+    runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
     publish: bool = typer.Option(True, "--publish/--no-publish", help="publish the report to REPRO_REPORTS"),
     date: str = typer.Option(None, "--date", help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
-    json_out: bool = typer.Option(False, "--json"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     segments: int = typer.Option(None, "--segments", min=1, help="replay N segments of the checkpoint chain (the last always) instead of all of training"),
     budget: float = typer.Option(None, "--budget", help="replay this fraction of the chain's segments, e.g. 0.1"),
 ) -> None:
@@ -125,11 +162,10 @@ def audit_cmd(
     and registry tags, keyed on (version, date), so a second audit the same day publishes nothing new.
     """
     from auditor import pipeline
-    from auditor.errors import exit_code
-    from auditor.settings import get_settings
+    from auditor.errors import ReproError, exit_code
 
-    settings = get_settings()
-    runner = runner or settings.runner
+    settings = _settings(tracking_uri)
+    runner = _runner(runner, settings)
     report = None
     with _progress(not json_out) as progress:
         if segments is not None or budget is not None:  # segment replay of the checkpoint chain
@@ -141,7 +177,23 @@ def audit_cmd(
                 result = pipeline.audit_segments(model_ref, date=date, **chosen)
         elif publish:
             day = date or dt.datetime.now(dt.UTC).date().isoformat()
-            published = pipeline.publish_audit(model_ref, date=day, audit_run="cli", runner=runner, reruns=reruns, settings=settings, progress=progress)
+            try:
+                published = pipeline.publish_audit(model_ref, date=day, audit_run="cli", runner=runner, reruns=reruns, settings=settings, progress=progress)
+            except ReproError as exc:
+                result = getattr(exc, "audit_result", None)
+                if result is None:
+                    raise
+                # the audit finished, publishing it failed: the verdict is printed, the publish error decides the exit
+                if not json_out:
+                    _print_audit(result, None)
+                    console().print("the report was NOT published (see the error below)", markup=False)
+                    raise
+                from auditor.cli.output import error
+
+                emit_json({"verdict": result.verdict.value, "report": None, "result": result.to_dict(),
+                           "error": _message(exc), "exit_code": exit_code(exc), "hint": exc.hint})
+                error(str(exc))
+                raise typer.Exit(exit_code(exc)) from None
             result, report = published.result, published.row["report"]
         else:
             result = pipeline.audit(model_ref, runner=runner, reruns=reruns, date=date, settings=settings, progress=progress)
@@ -150,6 +202,12 @@ def audit_cmd(
     else:
         _print_audit(result, report)
     raise typer.Exit(exit_code(result.verdict.value))
+
+
+def _message(exc) -> str:
+    from auditor.cli import error_message
+
+    return error_message(exc)
 
 
 LOG_LINES = 40  # of the rebuild's log, printed under an audit that ended in ERROR or a crash
@@ -191,15 +249,23 @@ def _print_audit(result, report: str | None) -> None:
 @app.command("nightly")
 def nightly_cmd(
     date: str = typer.Option(None, "--date", help="logical date YYYY-MM-DD (default: today, UTC)"),
-    json_out: bool = typer.Option(False, "--json"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Run the nightly sequence without Airflow: sample, audit and publish each, summary and index."""
+    """Run the nightly sequence without Airflow: sample, audit and publish each, summary and index.
+
+    Exit 1 when the registry holds no model version (nothing to audit is not a success).
+    """
     from auditor import pipeline
-    from auditor.settings import get_settings
 
     date = date or dt.datetime.now(dt.UTC).date().isoformat()
+    from auditor.cli.report import write_coverage
+
+    settings = _settings(tracking_uri)
     with _progress(not json_out) as progress:
-        summary = pipeline.nightly(date, settings=get_settings(), progress=progress)
+        summary = pipeline.nightly(date, settings=settings, progress=progress)
+    _, coverage_page = write_coverage(settings)  # the night has the registry's listing: the coverage view too
+    summary = {**summary, "coverage": coverage_page}
     if json_out:
         emit_json(summary)
         return
@@ -212,3 +278,4 @@ def nightly_cmd(
         verdict = row.get("verdict") or ("already audited" if row.get("skipped") else "")
         table.add_row(row["ref"], verdict, row.get("reason") or "", row.get("error") or row.get("report") or "")
     console().print(table)
+    console().print(f"coverage: {coverage_page}", markup=False, highlight=False)

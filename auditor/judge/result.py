@@ -63,6 +63,9 @@ class Band(_Model):
     runs: list[str] = Field(default_factory=list)  # rerun ids the band was calibrated from
     spread: dict[str, float] = Field(default_factory=dict)  # noise floor: n, mean, std, min, max
     calibrated_at: str | None = None
+    #: a calibrated band's evidence: the calibration run, its artifact and that artifact's sha256
+    evidence: dict[str, str] | None = None
+    declared_by: str | None = None  # who declared a hand-set band (never shown as calibrated)
 
 
 class MetricResult(_Model):
@@ -192,6 +195,8 @@ class AuditResult(_Model):
     evidence: dict[str, str] = Field(default_factory=dict)  # name -> digest (record, manifests, image, weights)
     responsible_person: str | None = None
     runner: str | None = None
+    #: every calibration of this version (newest last): run id, when, from how many reruns, and which judged
+    calibrations: list[dict[str, Any]] = Field(default_factory=list)
     segments: SegmentReplay | None = None  # a segment audit (``pipeline.audit_segments``); None: a full rebuild
 
     def to_dict(self) -> dict[str, Any]:

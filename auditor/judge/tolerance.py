@@ -42,7 +42,7 @@ BANDS_ARTIFACT = f"{RECORD_DIR}/bands.json"
 _DIRECTIONS = ("higher", "lower", "none")
 _PROVENANCES = ("declared", "calibrated")
 _BAND_FIELDS = set(Band.model_fields) | {"abs_tol", "rel_tol"}
-_HINT = "fix the band (see auditor.judge.tolerance for the format) or re-run `repro-audit calibrate`"
+_HINT = "fix the band (its format: README.md, section \"Band format\") or re-run `repro-audit calibrate`"
 
 
 def as_number(value: Any) -> float | None:
@@ -148,6 +148,12 @@ def band_from_dict(metric: str, data: Any, *, source: str = "band") -> Band:
     calibrated_at = data.get("calibrated_at")
     if calibrated_at is not None and not isinstance(calibrated_at, str):
         raise _bad(source, metric, "calibrated_at", f"must be an ISO time as text, got {calibrated_at!r}")
+    evidence = data.get("evidence")
+    if evidence is not None and not (isinstance(evidence, Mapping) and all(isinstance(v, str) for v in evidence.values())):
+        raise _bad(source, metric, "evidence", f"must name the calibration run as text fields, got {evidence!r}")
+    declared_by = data.get("declared_by")
+    if declared_by is not None and not isinstance(declared_by, str):
+        raise _bad(source, metric, "declared_by", f"must be text, got {declared_by!r}")
 
     return Band(
         metric=metric,
@@ -160,6 +166,8 @@ def band_from_dict(metric: str, data: Any, *, source: str = "band") -> Band:
         runs=list(runs),
         spread=spread,
         calibrated_at=calibrated_at,
+        evidence=dict(evidence) if evidence is not None else None,
+        declared_by=declared_by,
     )
 
 

@@ -20,12 +20,15 @@ from auditor.canonical import sha256_hex
 from auditor.errors import BadInput, MalformedRecord, NotFound
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
+from auditor.registry.layout import flatten_params
 from auditor.registry.refs import ModelRef, parse_ref
 
 # Every tag and artifact name lives in auditor.tags; the ``X as X`` ones are re-exported for
 # the modules that import them from here.
 from auditor.tags import DIFF_ARTIFACT as DIFF_ARTIFACT
 from auditor.tags import (
+    PARAM_RECORD_DIGEST,
+    PARAM_SEED,
     RECORD_ARTIFACT,
     TAG_AUDIT_AT,
     TAG_BANDS,
@@ -58,6 +61,7 @@ class ModelVersionInfo:
     creation_ts: int | None = None  # milliseconds since the epoch, as MLflow stores it
     run_tags: Mapping[str, str] = field(default_factory=dict)  # the run's ``repro.*`` tags, when looked up
     run_deleted: bool = False  # the run is deleted but not purged: the next ``mlflow gc`` destroys it
+    run_params: Mapping[str, str] = field(default_factory=dict)  # the run's params (immutable in MLflow)
 
     @property
     def ref(self) -> str:
@@ -89,6 +93,30 @@ class ModelVersionInfo:
             return float(raw) if raw is not None else None
         except ValueError:
             return None
+
+
+def _params_problem(record: RunRecord, params: Mapping[str, str]) -> str | None:
+    """How the stored record disagrees with the immutable params its training run logged (None: it agrees).
+
+    The record digest and the seed are logged as params at training time, beside the
+    flattened resolved config; MLflow refuses to change a param, so a record rewritten
+    later (and its digest tags with it) no longer matches them.
+    """
+    if not params:
+        return None
+    anchored = params.get(PARAM_RECORD_DIGEST)
+    if anchored is not None and anchored != record.digest():
+        return f"its digest is {record.digest()} but the training run's param {PARAM_RECORD_DIGEST} is {anchored}"
+    seed = params.get(PARAM_SEED)
+    recorded = record.seeds.seed if record.seeds is not None else None
+    if seed is not None and seed != str(recorded):
+        return f"it records seed {recorded} but the training run's param {PARAM_SEED} is {seed}"
+    if anchored is None:
+        return None  # logged before records were anchored by params: the config check below is all there is
+    for key, value in flatten_params(record.config.resolved if record.config else {}).items():
+        if key in params and params[key] != value:
+            return f"its resolved config has {key}={value!r} but the training run's param says {params[key]!r}"
+    return None
 
 
 class RecordMissing(NotFound):
@@ -131,6 +159,17 @@ def _iso(at: datetime | str) -> str:
     except ValueError:
         raise BadInput(f"audit time {at!r} is not ISO 8601", hint="e.g. 2026-01-31T02:00:00Z") from None
     return at
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run of the audits experiment (an audit or a calibration): its params, tags and state."""
+
+    run_id: str
+    params: Mapping[str, str]
+    tags: Mapping[str, str]
+    deleted: bool = False
+    start_time: int | None = None
 
 
 class Registry(abc.ABC):
@@ -209,6 +248,13 @@ class Registry(abc.ABC):
                 "the record was changed after registration",
                 hint="treat this version as unreproducible and investigate who rewrote the artifact",
             )
+        anchored_problem = _params_problem(record, info.run_params)
+        if anchored_problem:
+            raise MalformedRecord(
+                f"{where}: the run record changed after registration: {anchored_problem}",
+                hint="MLflow params cannot be overwritten: treat this version as unreproducible and investigate who "
+                     "rewrote the record",
+            )
         return record, self._load_diff(info.run_id, record, where)
 
     def _load_diff(self, run_id: str, record: RunRecord, where: str) -> str | None:
@@ -250,6 +296,33 @@ class Registry(abc.ABC):
         if not report_uri:
             raise BadInput(f"report URI for the audit of {info.ref} is empty")
         return self.set_tags(info, {TAG_VERDICT: verdict, TAG_AUDIT_AT: _iso(at), TAG_REPORT: str(report_uri)})
+
+    # -- runs of the audits experiment ------------------------------------------------
+    @abc.abstractmethod
+    def log_run(
+        self,
+        *,
+        experiment: str,
+        identity: str,
+        name: str,
+        params: Mapping[str, str],
+        tags: Mapping[str, str],
+        metrics: Mapping[str, float],
+        artifacts: Mapping[str, bytes],
+    ) -> str:
+        """Log a finished run once per ``identity`` (a repeat returns the run already logged); its id."""
+
+    @abc.abstractmethod
+    def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
+        """Every run of ``experiment`` with these param values, deleted ones included, oldest first."""
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunInfo:
+        """One run by id; ``NotFound`` naming it."""
+
+    def read_run_file(self, run_id: str, path: str) -> bytes | None:
+        """One artifact of a run (None when the run has no such file)."""
+        return self._read_run_file(run_id, path)
 
     def set_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> ModelVersionInfo:
         """Set model-version tags on this version only (e.g. the nightly's audit date); aliases stay put."""

@@ -8,13 +8,19 @@ their bytes and, for MLflow, into a folder to ``log_artifacts``.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from auditor.tags import RECORD_ARTIFACT, WEIGHTS_ARTIFACT, run_artifacts
+from auditor.tags import PARAM_RECORD_DIGEST, PARAM_SEED, RECORD_ARTIFACT, WEIGHTS_ARTIFACT, run_artifacts
+
+# MLflow's limits (mlflow/utils/validation.py): a param value holds 6,000 characters; keys allow these only.
+_MAX_PARAM_VALUE = 6000
+_KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 
 if TYPE_CHECKING:
     from auditor.lineage.record import RunRecord
@@ -23,6 +29,35 @@ if TYPE_CHECKING:
 def record_bytes(record: RunRecord) -> bytes:
     """The bytes the record digest covers, exactly as stored (UTF-8, no newline games)."""
     return record.to_json().encode("utf-8")
+
+
+def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}``, keys made MLflow-safe, values cut to MLflow's limit."""
+    out: dict[str, str] = {}
+
+    def walk(value: Any, prefix: str) -> None:
+        if isinstance(value, Mapping) and value:
+            for key, item in value.items():
+                walk(item, f"{prefix}.{key}" if prefix else str(key))
+            return
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        out[_KEY_UNSAFE.sub("_", prefix) or "_"] = text[:_MAX_PARAM_VALUE]
+
+    walk(config, "")
+    return out
+
+
+def training_params(record: RunRecord) -> dict[str, str]:
+    """The params a training run logs: its resolved config, flattened, and the record's anchors.
+
+    MLflow refuses to change a logged param, so these pin the record as it was at training time:
+    the audit compares the stored record with them (``auditor.registry.base.Registry.load_record``).
+    """
+    params = flatten_params(record.config.resolved if record.config else {})
+    params[PARAM_RECORD_DIGEST] = record.digest()
+    if record.seeds is not None and record.seeds.seed is not None:
+        params[PARAM_SEED] = str(record.seeds.seed)
+    return params
 
 
 def run_layout(record: RunRecord | None, diff: str | None = None, weights: bytes | None = None) -> dict[str, bytes]:

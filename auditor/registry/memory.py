@@ -19,9 +19,9 @@ from pathlib import Path
 
 from auditor.errors import BadInput, NotFound
 from auditor.lineage.record import RunRecord
-from auditor.registry.base import ModelVersionInfo, Registry
-from auditor.registry.layout import run_layout
-from auditor.tags import TAG_RECORD_DIGEST, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
+from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
+from auditor.registry.layout import run_layout, training_params
+from auditor.tags import TAG_RECORD_DIGEST, TAG_RUN_IDENTITY, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
 
 _INSTANCES: dict[str, MemoryRegistry] = {}
 _INSTANCES_LOCK = threading.Lock()
@@ -32,6 +32,9 @@ class _Run:
     tags: dict[str, str] = field(default_factory=dict)
     artifacts: dict[str, bytes] = field(default_factory=dict)
     deleted: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+    experiment: str = "Default"
+    start_time: int = 0
 
 
 @dataclass
@@ -69,12 +72,25 @@ class MemoryRegistry(Registry):
             _INSTANCES.pop(uri, None)
 
     # -- building a registry (what MLflow and the SDK do on the writing side) --
-    def create_run(self, *, tags: Mapping[str, str] | None = None, artifacts: Mapping[str, bytes] | None = None) -> str:
-        """A new run with ``tags`` and ``artifacts`` (run-relative path -> bytes); returns its id."""
+    def create_run(
+        self,
+        *,
+        tags: Mapping[str, str] | None = None,
+        artifacts: Mapping[str, bytes] | None = None,
+        params: Mapping[str, str] | None = None,
+        experiment: str = "Default",
+    ) -> str:
+        """A new run with ``tags``, ``params`` and ``artifacts`` (run-relative path -> bytes); returns its id."""
         run_id = uuid.uuid4().hex
         with self._lock:
-            self._runs[run_id] = _Run(dict(tags or {}), dict(artifacts or {}))
+            self._runs[run_id] = _Run(dict(tags or {}), dict(artifacts or {}), params=dict(params or {}),
+                                      experiment=experiment, start_time=time.time_ns() // 1_000_000)
         return run_id
+
+    def set_run_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        """Set tags on a run (tags, unlike params, may be changed: tests use it to tamper)."""
+        with self._lock:
+            self._run(run_id).tags.update(tags)
 
     def delete_run(self, run_id: str) -> None:
         """Mark a run deleted, as ``MlflowClient.delete_run`` does (artifacts stay until a purge)."""
@@ -135,14 +151,16 @@ class MemoryRegistry(Registry):
         """
         version_tags = dict(tags or {})
         run_tags: dict[str, str] = {}
+        run_params: dict[str, str] = {}
         if record is not None:
             version_tags.setdefault(TAG_RECORD_DIGEST, record.digest())
             run_tags[TAG_RECORD_DIGEST] = record.digest()
+            run_params = training_params(record)
         if weights is not None:
             import hashlib
 
             version_tags.setdefault(TAG_WEIGHTS_SHA256, hashlib.sha256(weights).hexdigest())
-        run_id = self.create_run(tags=run_tags, artifacts=run_layout(record, diff, weights))
+        run_id = self.create_run(tags=run_tags, artifacts=run_layout(record, diff, weights), params=run_params)
         info = self.create_version(name, run_id=run_id, tags=version_tags)
         for alias in aliases:
             self.set_alias(name, alias, info.version)
@@ -172,6 +190,29 @@ class MemoryRegistry(Registry):
     def _read_run_file(self, run_id: str, path: str) -> bytes | None:
         with self._lock:
             return self._run(run_id).artifacts.get(path)
+
+    def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
+                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes]) -> str:
+        with self._lock:
+            for run_id, run in self._runs.items():
+                if run.experiment == experiment and run.tags.get(TAG_RUN_IDENTITY) == identity:
+                    return run_id
+        return self.create_run(tags={**tags, TAG_RUN_IDENTITY: identity, "mlflow.runName": name},
+                               artifacts=artifacts, params=params, experiment=experiment)
+
+    def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
+        with self._lock:
+            found = [
+                RunInfo(run_id, dict(run.params), dict(run.tags), run.deleted, run.start_time)
+                for run_id, run in self._runs.items()
+                if run.experiment == experiment and all(run.params.get(k) == v for k, v in params.items())
+            ]
+        return sorted(found, key=lambda r: (r.start_time or 0, r.run_id))
+
+    def get_run(self, run_id: str) -> RunInfo:
+        with self._lock:
+            run = self._run(run_id)
+            return RunInfo(run_id, dict(run.params), dict(run.tags), run.deleted, run.start_time)
 
     def _set_version_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> None:
         with self._lock:
@@ -212,9 +253,11 @@ class MemoryRegistry(Registry):
     def _info(self, version: _Version) -> ModelVersionInfo:
         aliases = tuple(sorted(a for a, v in self._aliases.get(version.name, {}).items() if v == version.version))
         run_tags: dict[str, str] = {}
+        run_params: dict[str, str] = {}
         deleted = False
         if version.run_id is not None and version.run_id in self._runs:
             run_tags = own_tags(self._runs[version.run_id].tags)
+            run_params = dict(self._runs[version.run_id].params)
             deleted = self._runs[version.run_id].deleted
         return ModelVersionInfo(
             name=version.name,
@@ -226,4 +269,5 @@ class MemoryRegistry(Registry):
             creation_ts=version.creation_ts,
             run_tags=run_tags,
             run_deleted=deleted,
+            run_params=run_params,
         )

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, NotFound
-from auditor.registry.base import ModelVersionInfo, Registry
-from auditor.tags import own_tags
+from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
+from auditor.tags import TAG_RUN_IDENTITY, own_tags
 
 # MLflow caps a registered-model page at 1,000 and a version page at 200,000;
 # 1,000 versions a page keeps each response small and the call count low.
@@ -226,6 +226,7 @@ class MlflowRegistry(Registry):
 
     def _with_run_tags(self, mv: Any) -> ModelVersionInfo:
         run_tags: dict[str, str] = {}
+        run_params: dict[str, str] = {}
         deleted = False
         if mv.run_id:
             from mlflow.exceptions import MlflowException
@@ -233,6 +234,7 @@ class MlflowRegistry(Registry):
             try:
                 run = self.client.get_run(mv.run_id)
                 run_tags = own_tags(run.data.tags)
+                run_params = dict(run.data.params)
                 deleted = run.info.lifecycle_stage == "deleted"
                 self._artifact_uris[mv.run_id] = run.info.artifact_uri
             except MlflowException as exc:
@@ -240,7 +242,7 @@ class MlflowRegistry(Registry):
                 if getattr(exc, "error_code", "") != "RESOURCE_DOES_NOT_EXIST":
                     with mlflow_errors(f"run {mv.run_id}", self.uri):
                         raise
-        return replace(self._info(mv, tuple(sorted(mv.aliases or ())), run_tags), run_deleted=deleted)
+        return replace(self._info(mv, tuple(sorted(mv.aliases or ())), run_tags), run_deleted=deleted, run_params=run_params)
 
     @staticmethod
     def _info(mv: Any, aliases: tuple[str, ...], run_tags: Mapping[str, str]) -> ModelVersionInfo:
@@ -254,6 +256,85 @@ class MlflowRegistry(Registry):
             creation_ts=mv.creation_timestamp,
             run_tags=dict(run_tags),
         )
+
+    # -- runs of the audits experiment ------------------------------------------------------
+    def _experiment(self, name: str, *, create: bool) -> str | None:
+        from mlflow.exceptions import MlflowException
+
+        with mlflow_errors(f"experiment {name!r}", self.uri):
+            found = self.client.get_experiment_by_name(name)
+            if found is not None:
+                return found.experiment_id
+            if not create:
+                return None
+            try:
+                return self.client.create_experiment(name)
+            except MlflowException as exc:  # created meanwhile by a concurrent publisher
+                if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
+                    raise
+                return self.client.get_experiment_by_name(name).experiment_id
+
+    def _search(self, experiment_id: str, filter_string: str) -> list[Any]:
+        from mlflow.entities import ViewType
+
+        with mlflow_errors(f"searching runs of experiment {experiment_id}", self.uri):
+            return list(_pages(self.client.search_runs, experiment_ids=[experiment_id], filter_string=filter_string,
+                               run_view_type=ViewType.ALL, max_results=1000, order_by=["attributes.start_time ASC"]))
+
+    @staticmethod
+    def _run_info(run: Any) -> RunInfo:
+        return RunInfo(run.info.run_id, dict(run.data.params), dict(run.data.tags),
+                       run.info.lifecycle_stage == "deleted", run.info.start_time)
+
+    def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
+                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes]) -> str:
+        import time
+
+        from mlflow.entities import Metric, Param, RunTag
+
+        experiment_id = self._experiment(experiment, create=True)
+        existing = self._search(experiment_id, f"tags.`{TAG_RUN_IDENTITY}` = {_quote(identity)}")
+        if existing:
+            return existing[0].info.run_id
+        now = int(time.time() * 1000)
+        with mlflow_errors(f"logging a run in experiment {experiment!r}", self.uri):
+            run = self.client.create_run(experiment_id, tags={**tags, TAG_RUN_IDENTITY: identity}, run_name=name)
+            run_id = run.info.run_id
+            self.client.log_batch(
+                run_id,
+                params=[Param(k, v) for k, v in params.items()],
+                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
+                tags=[RunTag(k, v) for k, v in tags.items()],
+            )
+            with tempfile.TemporaryDirectory(prefix="repro-run-") as tmp:
+                for path, data in artifacts.items():
+                    target = Path(tmp) / path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+                if artifacts:
+                    self.client.log_artifacts(run_id, tmp)
+            self.client.set_terminated(run_id, status="FINISHED")
+        return run_id
+
+    def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
+        experiment_id = self._experiment(experiment, create=False)
+        if experiment_id is None:
+            return []
+        where = " AND ".join(f"params.`{k}` = {_quote(v)}" for k, v in params.items())
+        return [self._run_info(run) for run in self._search(experiment_id, where)]
+
+    def get_run(self, run_id: str) -> RunInfo:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            if getattr(exc, "error_code", "") == "RESOURCE_DOES_NOT_EXIST":
+                raise NotFound(f"run {run_id} does not exist in {self.uri}") from None
+            with mlflow_errors(f"run {run_id}", self.uri):
+                raise
+        self._artifact_uris[run_id] = run.info.artifact_uri
+        return self._run_info(run)
 
     # -- run artifacts ---------------------------------------------------------------
     # Straight to the run's artifact repository: the client's runs:/ path costs four

@@ -98,6 +98,7 @@ class Run:
         self._env = env
         self._session: Any = None
         self._weights: Path | None = None
+        self._pyfunc: dict[str, Any] | None = None
         self._scratch = Path(tempfile.mkdtemp(prefix="repro-run-"))
         self._data_dirs: dict[str, Path] = {}
         self._output_dir: Path | None = None
@@ -211,12 +212,29 @@ class Run:
             tracking.log_metrics(self._session, clean, step)
 
     @untraced  # the SDK's own reads are not the script's inputs
-    def save_weights(self, state_dict: Mapping[str, Any]) -> Path:
-        """Save a state dict as safetensors and record its sha256 among the outputs; returns the file."""
+    def save_weights(
+        self,
+        state_dict: Mapping[str, Any],
+        *,
+        factory: str | None = None,
+        factory_kwargs: Mapping[str, Any] | None = None,
+        input_example: Any = None,
+    ) -> Path:
+        """Save a state dict as safetensors and record its sha256 among the outputs; returns the file.
+
+        With ``factory`` (``"module:function"`` building the architecture, e.g. ``"train:build_model"``,
+        called with ``factory_kwargs``), the run also logs an MLflow LoggedModel of the pyfunc flavour
+        over these weights (``auditor/registry/pyfunc_model.py``), with a signature inferred from
+        ``input_example`` when the module is passed instead of its state dict; registering the run
+        then makes ``mlflow.pyfunc.load_model("models:/NAME@ALIAS")`` work.
+        """
         from safetensors.torch import save_file
 
-        if hasattr(state_dict, "state_dict"):
+        module = state_dict if hasattr(state_dict, "state_dict") else None
+        if module is not None:
             state_dict = state_dict.state_dict()
+        if factory is not None:
+            self._pyfunc = _pyfunc_spec(factory, factory_kwargs, input_example, module)
         target = (self._output_dir or self._scratch) / WEIGHTS_FILE
         seen: set[int] = set()
         tensors = {}
@@ -369,7 +387,8 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
                 from auditor.registry import tracking
 
                 tracking.finish(
-                    run._session, run.record, run.diff, weights=run._weights, train_seconds=elapsed, failed=run.failed
+                    run._session, run.record, run.diff, weights=run._weights, train_seconds=elapsed, failed=run.failed,
+                    pyfunc=run._pyfunc,
                 )
                 log.info("repro: logged run %s to %s (record %s)", run.run_id, run.tracking_uri, run.record.digest())
         finally:
@@ -852,6 +871,46 @@ def _write_rebuild_outputs(run: Run) -> None:
         if evaluated is not None:
             (out / EVALUATION_FILE).write_text(json.dumps({"weights": str(evaluated)}) + "\n", encoding="utf-8")
     _end_evaluation_child(run)
+
+
+def _pyfunc_spec(factory: str, kwargs: Mapping[str, Any] | None, example: Any, module: Any) -> dict[str, Any]:
+    """What ``tracking.finish`` needs to log the pyfunc LoggedModel: factory, its file, example and signature."""
+    import importlib
+
+    module_name, _, function = factory.partition(":")
+    if not module_name or not function:
+        raise BadInput(f"factory {factory!r} is not 'module:function'", hint='e.g. factory="train:build_model"')
+    main = sys.modules.get("__main__")
+    found = main if main is not None and Path(getattr(main, "__file__", "") or "").stem == module_name else None
+    try:
+        found = found or importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BadInput(f"factory {factory!r}: module {module_name!r} cannot be imported ({exc})") from None
+    if not callable(getattr(found, function, None)):
+        raise BadInput(f"factory {factory!r}: {module_name} has no function {function!r}")
+    try:
+        json.dumps(dict(kwargs or {}))
+    except TypeError:
+        raise BadInput(f"factory_kwargs of {factory!r} must be JSON values (they go into the MLmodel)") from None
+    signature = None
+    if example is not None:
+        import numpy as np
+        from mlflow.models import infer_signature
+
+        inputs = np.asarray(example.detach().cpu() if hasattr(example, "detach") else example, dtype=np.float32)
+        outputs = None
+        if module is not None:
+            import torch
+
+            was_training = module.training
+            module.eval()
+            with torch.no_grad():
+                outputs = module(torch.as_tensor(inputs)).detach().cpu().numpy()
+            module.train(was_training)
+        signature = infer_signature(inputs, outputs)
+        example = inputs
+    return {"factory": factory, "factory_kwargs": dict(kwargs or {}), "code": str(Path(found.__file__).resolve()),
+            "input_example": example, "signature": signature}
 
 
 def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None) -> str | None:

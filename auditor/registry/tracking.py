@@ -8,7 +8,6 @@ run, so that the user's own ``mlflow.log_*`` calls inside the block land in it.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import time
@@ -19,7 +18,7 @@ from typing import Any
 
 from auditor.errors import BadInput
 from auditor.lineage.record import DataRef, RunRecord
-from auditor.registry.layout import run_layout, write_layout
+from auditor.registry.layout import flatten_params, run_layout, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
 from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
 from auditor.tags import (
@@ -28,6 +27,7 @@ from auditor.tags import (
     TAG_DATASET_VERSION,
     TAG_DIRTY,
     TAG_IMAGE_DIGEST,
+    TAG_LOGGED_MODEL,
     TAG_RECORD_DIGEST,
     TAG_SCHEMA_VERSION,
     TAG_TRAIN_SECONDS,
@@ -39,7 +39,6 @@ from auditor.tags import (
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
 # value 6,000 characters, a run tag 8,000; param keys allow these characters only.
 _PARAM_BATCH = 100
-_MAX_PARAM_VALUE = 6000
 _MAX_TAG_VALUE = 8000
 _KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 _DATASET_DIGEST = 36  # MLflow's column width for a dataset digest
@@ -122,22 +121,6 @@ def log_metrics(session: Session, metrics: Mapping[str, float], step: int | None
         session.client.log_batch(session.run_id, metrics=batch)
 
 
-def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}``, keys made MLflow-safe, values cut to MLflow's limit."""
-    out: dict[str, str] = {}
-
-    def walk(value: Any, prefix: str) -> None:
-        if isinstance(value, Mapping) and value:
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}" if prefix else str(key))
-            return
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[_KEY_UNSAFE.sub("_", prefix) or "_"] = text[:_MAX_PARAM_VALUE]
-
-    walk(config, "")
-    return out
-
-
 def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     """The tags MLflow users already read, and ours."""
     tags: dict[str, str] = {TAG_RECORD_DIGEST: record.digest(), TAG_SCHEMA_VERSION: record.schema_version}
@@ -209,14 +192,19 @@ def finish(
     weights: Path | None,
     train_seconds: float | None,
     failed: bool,
+    pyfunc: Mapping[str, Any] | None = None,
 ) -> None:
-    """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it."""
+    """Log params, inputs, tags, record (+ diff) and weights; end the run when this process started it.
+
+    With ``pyfunc`` (from ``Run.save_weights(factory=…)``), also a LoggedModel of the pyfunc flavour
+    over the weights, linked to the run; ``register`` makes the version from it.
+    """
     from mlflow.entities import Param, RunTag
 
     client, run_id = session.client, session.run_id
     with mlflow_errors(f"logging run {run_id}", session.uri):
         existing = client.get_run(run_id).data.params
-        params = flatten_params(record.config.resolved if record.config else {})
+        params = training_params(record)
         conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
         if conflicts:
             raise BadInput(
@@ -233,6 +221,8 @@ def finish(
             write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)
             client.log_artifacts(run_id, tmp)
         tags = [RunTag(k, v) for k, v in run_tags(record, train_seconds).items()]
+        if pyfunc is not None and weights is not None and not failed:
+            tags.append(RunTag(TAG_LOGGED_MODEL, _log_pyfunc(client, run_id, weights, pyfunc)))
         client.log_batch(run_id, tags=tags)
     if session.owns_run:
         import mlflow
@@ -244,6 +234,27 @@ def finish(
         else:
             with mlflow_errors(f"ending run {run_id}", session.uri):
                 client.set_terminated(run_id, status=status)
+
+
+def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]) -> str:
+    """A LoggedModel (MLmodel, signature, the pyfunc code and the safetensors weights) linked to ``run_id``."""
+    import mlflow.pyfunc
+
+    from auditor.registry import pyfunc_model
+
+    run = client.get_run(run_id)
+    model = client.create_logged_model(run.info.experiment_id, name=WEIGHTS_DIR, source_run_id=run_id)
+    with tempfile.TemporaryDirectory(prefix="repro-pyfunc-") as tmp:
+        folder = Path(tmp) / "model"
+        mlflow.pyfunc.save_model(
+            str(folder), python_model=pyfunc_model.__file__, artifacts={"weights": str(weights)},
+            code_paths=[spec["code"]], model_config={"factory": spec["factory"], "factory_kwargs": spec["factory_kwargs"]},
+            signature=spec.get("signature"), input_example=spec.get("input_example"),
+            pip_requirements=["torch", "safetensors", "numpy"],
+        )
+        client.log_model_artifacts(model.model_id, str(folder))
+    client.finalize_logged_model(model.model_id, "READY")
+    return model.model_id
 
 
 def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:
@@ -263,7 +274,8 @@ def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -
         run = client.get_run(run_id)
         if run.data.tags.get(TAG_TRAIN_SECONDS):
             tags[TAG_TRAIN_SECONDS] = run.data.tags[TAG_TRAIN_SECONDS]
-        version = client.create_model_version(
-            name, source=f"runs:/{run_id}/{WEIGHTS_DIR}", run_id=run_id, tags=tags
-        )
+        model_id = run.data.tags.get(TAG_LOGGED_MODEL)
+        # a LoggedModel (pyfunc over the weights) when the run logged one; else the run's weights folder
+        source = client.get_logged_model(model_id).artifact_location if model_id else f"runs:/{run_id}/{WEIGHTS_DIR}"
+        version = client.create_model_version(name, source=source, run_id=run_id, tags=tags, model_id=model_id)
     return str(version.version)

@@ -96,8 +96,10 @@ def _digests(audit: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def build_evidence(result: AuditResult, *, settings: Settings | None = None) -> dict[str, Any]:
-    """The evidence document for ``result``, sealed with its own digest."""
+def build_evidence(
+    result: AuditResult, *, settings: Settings | None = None, signing: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The evidence document for ``result``, sealed with its own digest; ``signing`` names the key that will sign it."""
     settings = settings or get_settings()
     audit = _finite(result.to_dict())
     audit["log_tail"] = redact(audit.get("log_tail")) or ""
@@ -110,6 +112,8 @@ def build_evidence(result: AuditResult, *, settings: Settings | None = None) -> 
         "responsible_person": result.responsible_person or settings.responsible_person,
         "digests": _digests(audit),
     }
+    if signing:
+        body["signing"] = signing
     body["evidence_digest"] = digest(body)
     return body
 

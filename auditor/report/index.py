@@ -129,8 +129,8 @@ def _models(audits: Any, metrics: Any) -> list[dict[str, Any]]:
     return models
 
 
-def render_index(entries: list[dict[str, Any]]) -> str:
-    """The index page for these ledger entries."""
+def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = None) -> str:
+    """The index page for these ledger entries (linking the coverage page when there is one)."""
     audits, metrics = _frames(entries)
     ordered = audits.sort_values(["when", "seq"], ascending=False, kind="stable")
     rows = [
@@ -155,9 +155,87 @@ def render_index(entries: list[dict[str, Any]]) -> str:
         verdicts=list(VERDICT_COLORS),
         head=entries[-1].get("hash") if entries else None,
         script_hash=script_hash("index.js"),
+        coverage_href=coverage_href,
     )
 
 
 def write_index(store: BlobStore, entries: list[dict[str, Any]]) -> None:
     """(Re)write ``index.html`` in ``store`` from the ledger entries."""
-    store.write(INDEX_FILE, render_index(entries).encode("utf-8"), overwrite=True)
+    coverage_href = COVERAGE_FILE if store.exists(COVERAGE_FILE) else None
+    store.write(INDEX_FILE, render_index(entries, coverage_href=coverage_href).encode("utf-8"), overwrite=True)
+
+
+# -- inventory coverage: every registered version against the ledger ---------------------------
+COVERAGE_FILE = "coverage.html"
+COVERAGE_ORDER = {"never audited": 0, "overdue": 1, "current": 2}
+
+
+def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, now: Any, overdue_days: int) -> list[dict[str, Any]]:
+    """Each registered version with its last audit, and whether it is current, overdue or never audited.
+
+    ``versions`` are plain rows ``{"model", "version", "aliases", "tag_audit_at"}`` (the registry's
+    listing, made by the caller: this module reads no registry); the ledger's entries say when each
+    version's audit was published. A version whose audit the ledger does not hold but whose registry
+    tag ``repro.audit.at`` says it was audited (published elsewhere) counts by that tag, and says so.
+    """
+    import datetime as dt
+
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    for e in entries:
+        audit = e.get("audit") or {}
+        key = (str(audit.get("model")), str(audit.get("version")))
+        when = _when(e.get("date") or e.get("published_at"))
+        if when is None:
+            continue
+        if key not in last or when >= last[key]["when"]:
+            report = (e.get("report") or {}).get("key") or ""
+            last[key] = {"when": when, "verdict": str(e.get("verdict")), "href": report if _SAFE_HREF.match(report) else None,
+                         "source": "ledger"}
+    rows = []
+    for v in versions:
+        key = (str(v["model"]), str(v["version"]))
+        seen = last.get(key)
+        if seen is None and _when(v.get("tag_audit_at")) is not None:
+            seen = {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "", "href": None, "source": "registry tag"}
+        if seen is None:
+            status, age = "never audited", None
+        else:
+            age = (now - seen["when"]) / dt.timedelta(days=1)
+            status = "overdue" if age > overdue_days else "current"
+        rows.append({
+            "model": key[0], "version": key[1], "version_key": _version_key(key[1]), "aliases": list(v.get("aliases") or []),
+            "status": status, "css": status.replace(" ", "-"),
+            "last": seen["when"].strftime("%Y-%m-%d %H:%M") if seen else None,
+            "age_days": None if age is None else int(age), "verdict": seen["verdict"] if seen else None,
+            "href": seen["href"] if seen else None, "source": seen["source"] if seen else None,
+        })
+    rows.sort(key=lambda r: (COVERAGE_ORDER[r["status"]], -(r["age_days"] or 0), r["model"],
+                             float(r["version_key"]) if r["version_key"] else math.inf, r["version"]))
+    return rows
+
+
+def _when(text: Any) -> Any:
+    import datetime as dt
+
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def render_coverage(rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str) -> str:
+    """The inventory-coverage page: every registered version, its last audit, overdue and never-audited first."""
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in COVERAGE_ORDER}
+    return environment().get_template("coverage.html.j2").render(
+        rows=rows, counts=counts, overdue_days=overdue_days, as_of=as_of, registry=registry,
+        script_hash=script_hash("index.js"),
+    )
+
+
+def write_coverage(store: BlobStore, rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str) -> str:
+    """(Re)write ``coverage.html`` in ``store``; returns its key."""
+    store.write(COVERAGE_FILE, render_coverage(rows, overdue_days=overdue_days, as_of=as_of, registry=registry).encode("utf-8"), overwrite=True)
+    return COVERAGE_FILE

@@ -10,12 +10,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from auditor.report import plots, view
 from auditor.report.evidence import audit_of
@@ -49,6 +50,50 @@ def fmt_seconds(value: float | None) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+# An absolute local path or file:// URI inside a text, not the path part of models:/, s3:// or https://.
+_LOCAL_PATH = re.compile(r"(?<![\w:/.~-])(?:file://)?/(?:[^\s/@,;()'\"<>]+/)+[^\s/@,;()'\"<>]+")
+
+
+def short_uri(text: Any) -> Markup:
+    """A text whose machine paths are shown by their last part (relative to their store or folder), the
+    full path on hover (``title``); everything escaped."""
+    text = "" if text is None else str(text)
+    out, last = [], 0
+    for match in _LOCAL_PATH.finditer(text):
+        full = match.group(0)
+        out.append(escape(text[last : match.start()]))
+        out.append(Markup('<span class="path" title="{}">…/{}</span>').format(full, full.rstrip("/").rsplit("/", 1)[-1]))
+        last = match.end()
+    out.append(escape(text[last:]))
+    return Markup("").join(out)
+
+
+def css_string(text: Any) -> Markup:
+    """``text`` as a CSS string literal, every character that could end it (or the ``<style>``) hex-escaped."""
+    safe = "".join(c if c.isalnum() or c in " .-_:·" else f"\\{ord(c):06x}" for c in str(text))
+    return Markup(f'"{safe}"')  # noqa: S704 - only alphanumerics and hex escapes
+
+
+_LINKS = (("mlflow_version_url", "MLflow model version"), ("audit_run_url", "MLflow audit run"))
+
+
+def links(doc: dict[str, Any]) -> list[dict[str, str | None]]:
+    """Links to the MLflow model version and audit run, when the evidence knows them (http(s) only)."""
+    places = [doc, doc.get("audit") or {}, doc.get("mlflow") if isinstance(doc.get("mlflow"), dict) else {}]
+    found = []
+    for key, label in _LINKS:
+        value = next((p.get(key) for p in places if isinstance(p.get(key), str) and p.get(key)), None)
+        if value:
+            href = value if re.match(r"^https?://[^\s\"'<>]+$", value) else None
+            found.append({"label": label, "href": href, "text": value})
+    run = next((p.get("mlflow_run") for p in places if p.get("mlflow_run")), None)
+    if run and not any(link["label"] == "MLflow audit run" for link in found):
+        run_id = run.get("run_id") if isinstance(run, dict) else str(run)
+        if run_id:
+            found.append({"label": "MLflow audit run", "href": None, "text": str(run_id)})
+    return found
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     """The one Jinja environment: autoescape on for every template, strict about undefined names."""
@@ -61,6 +106,8 @@ def environment() -> Environment:
     )
     env.filters["fmt"] = fmt
     env.filters["seconds"] = fmt_seconds
+    env.filters["short_uri"] = short_uri
+    env.filters["css_string"] = css_string
     env.globals["static"] = static
     return env
 
@@ -82,6 +129,9 @@ def render_report(doc: dict[str, Any]) -> str:
     """The HTML report for one evidence document (see ``auditor.report.evidence``)."""
     audit = audit_of(doc)
     ctx = view.context(doc, audit)
+    ctx["links"] = links(doc)
+    ctx["see_problems"] = view.SEE_PROBLEMS
+    ctx["page_header"] = f"repro-audit · {audit.model.name} v{audit.model.version} · {audit.verdict.value}"
     ctx["metric_rows"] = [
         {"metric": m, "svg": plots.metric_svg(m, i)} for i, m in enumerate(audit.metrics)
     ]

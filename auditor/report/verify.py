@@ -1,8 +1,22 @@
-"""``evidence verify``: re-hash every published report and walk the ledger, naming the first bad entry.
+"""``evidence verify``: re-hash every published file and walk the ledger, naming the first bad entry.
 
 The entry objects (``ledger/entries/NNNNNN.json``, conditional creates, locked
 on an Object Lock bucket) are what ``ledger.jsonl`` is checked against, so an
 edited, deleted, reordered or truncated ledger line shows up at its position.
+
+What one folder cannot prove about itself is checked against what lies outside it:
+
+* **anchors** (the ledger head after each publish, kept as params of the audit's MLflow
+  run, which no client can overwrite): a re-chained ledger no longer holds the anchored
+  hashes, and a ledger shorter than its newest anchor lost its tail;
+* **signatures** (with ``public_key``): every entry's in-toto attestation must be signed by
+  that key and name the report, evidence and verdict the entry names;
+* **versions** (a versioned, Object Lock bucket): each file is read by the version id its
+  entry recorded, and a newer version put on top of it is reported.
+
+Every file in the folder must be the ledger, an entry object, the index (which must be
+exactly what the entries render to), a night's summary (whose verdicts must agree with the
+ledger) or a file some entry's manifest names; anything else was added by hand.
 """
 
 from __future__ import annotations
@@ -11,9 +25,24 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.errors import NotFound
+from auditor.errors import Findings, NotFound
+from auditor.report import attest
+from auditor.report.index import INDEX_FILE
 from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, sha256_of
 from auditor.storage.base import BlobStore
+
+_PARTS = ("report", "evidence", "attestation")
+SUMMARIES = "summaries/"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The ledger head as it was right after one publish, kept outside the reports folder."""
+
+    seq: int
+    head: str
+    where: str  # e.g. "MLflow run 3fa… (param repro.ledger.head)"
+    entry_version: str | None = None  # on a versioned bucket: the entry object's version id
 
 
 @dataclass
@@ -35,6 +64,8 @@ class Verification:
     entries: int = 0
     reports: int = 0
     head: str | None = None
+    signed: int = 0  # entries whose attestation verified with the given key
+    anchored: int | None = None  # anchors compared (None: no anchors were given)
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -46,19 +77,142 @@ class Verification:
         return self.problems[0] if self.problems else None
 
 
-def _report_problem(store: BlobStore, entry: dict[str, Any]) -> str | None:
-    for label in ("report", "evidence"):
+def _read_part(store: BlobStore, part: dict[str, Any]) -> bytes | None:
+    """A published file as its entry recorded it: by version id where one was recorded, else the current bytes."""
+    key, version = part["key"], part.get("version_id")
+    if version and hasattr(store, "read_version"):
+        return store.read_version(key, version)
+    try:
+        return store.read(key)
+    except NotFound:
+        return None
+
+
+def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, bytes]) -> str | None:
+    for label in _PARTS:
         part = entry.get(label) or {}
+        if label == "attestation" and not part:
+            continue
         key = part.get("key")
         if not key:
             return f"has no {label} key"
-        try:
-            found = sha256_of(store.read(key))
-        except NotFound:
-            return f"its {label} {key} is missing"
+        data = _read_part(store, part)
+        if data is None:
+            version = f" (version {part['version_id']})" if part.get("version_id") else ""
+            return f"its {label} {key}{version} is missing"
+        found = sha256_of(data)
         if found != part.get("sha256"):
             return f"its {label} {key} changed since it was published (sha256 {part.get('sha256')} recorded, {found} now)"
+        files[key] = data
     return None
+
+
+def _signature_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any) -> str | None:
+    """Whether the entry's attestation is signed by ``public_key`` and says what the entry says."""
+    part = entry.get("attestation") or {}
+    if not part.get("key"):
+        return "is not signed: it has no attestation"
+    data = files.get(part["key"])
+    if data is None:
+        return None  # reported as missing or changed already
+    try:
+        doc = attest.verify(data, public_key, where=f"its attestation {part['key']}")
+    except Findings as exc:
+        return str(exc)
+    subjects = attest.subject_digests(doc)
+    for label in ("report", "evidence"):
+        mine = entry.get(label) or {}
+        if subjects.get(mine.get("key")) != mine.get("sha256"):
+            return f"its attestation does not name its {label} {mine.get('key')} with sha256 {mine.get('sha256')}"
+    predicate = doc.get("predicate") or {}
+    if predicate.get("verdict") != entry.get("verdict"):
+        return f"its attestation says {predicate.get('verdict')}, the entry says {entry.get('verdict')}"
+    if predicate.get("evidence_digest") != (entry.get("evidence") or {}).get("digest"):
+        return "its attestation names other evidence than the entry"
+    return None
+
+
+def _anchored_versions(store: Any, anchors: list[Anchor]) -> list[Problem]:
+    """On a versioned bucket: the entry object's anchored version still holds the anchored head."""
+    problems = []
+    for anchor in anchors:
+        if not anchor.entry_version or not hasattr(store, "read_version"):
+            continue
+        data = store.read_version(entry_key(anchor.seq), anchor.entry_version)
+        try:
+            held = json.loads(data).get("hash") if data is not None else None
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            held = None
+        if held != anchor.head:
+            problems.append(Problem(anchor.seq, (
+                f"entry {anchor.seq}: version {anchor.entry_version} of {entry_key(anchor.seq)} anchored in {anchor.where} "
+                f"{'is gone' if data is None else 'does not hold the anchored head'}")))
+    return problems
+
+
+def _anchor_problems(entries: list[dict[str, Any]], anchors: list[Anchor]) -> list[Problem]:
+    if entries and not anchors:
+        return [Problem(0, (
+            "no anchor outside the reports folder names this ledger: give the MLflow it was published with "
+            "(--tracking-uri), or pass --no-anchors to check the folder alone"))]
+    problems = []
+    for anchor in sorted(anchors, key=lambda a: a.seq):
+        if anchor.seq >= len(entries):
+            problems.append(Problem(anchor.seq, (
+                f"entry {anchor.seq} is anchored in {anchor.where} (head {anchor.head}) but the ledger ends after "
+                f"{len(entries)} entries: published entries were deleted (rolled back)")))
+        elif entries[anchor.seq].get("hash") != anchor.head:
+            problems.append(Problem(anchor.seq, (
+                f"{describe(entries[anchor.seq], anchor.seq)}: its hash is {entries[anchor.seq].get('hash')} but "
+                f"{anchor.where} anchored {anchor.head}: the ledger was rewritten and re-chained")))
+    anchored = {a.seq for a in anchors}
+    for seq, entry in enumerate(entries):
+        if seq not in anchored:
+            problems.append(Problem(seq, (
+                f"{describe(entry, seq)}: no anchor outside the reports folder names it: it was added by hand, "
+                "or its publish stopped before anchoring (re-run the audit to finish it)")))
+    return problems
+
+
+def _summary_problems(store: BlobStore, key: str, by_report: dict[str, dict[str, Any]]) -> list[Problem]:
+    try:
+        summary = json.loads(store.read(key))
+        rows = summary["audits"]
+        assert isinstance(rows, list)
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AssertionError, NotFound):
+        return [Problem(None, f"summary {key} is not a summary file: it was edited or added by hand")]
+    problems = []
+    for row in rows:
+        report = (row or {}).get("report") if isinstance(row, dict) else None
+        if not report:
+            continue
+        name = str(report).rstrip("/").rsplit("/", 1)[-1]
+        entry = by_report.get(name)
+        if entry is None:
+            problems.append(Problem(None, f"summary {key} names report {name}, which no ledger entry publishes"))
+        elif row.get("verdict") != entry.get("verdict"):
+            problems.append(Problem(entry.get("seq"), (
+                f"summary {key} says {row.get('verdict')} for {name}, the ledger says {entry.get('verdict')}: "
+                "the summary was edited")))
+    return problems
+
+
+def _version_problems(store: Any, named: dict[str, str]) -> list[Problem]:
+    """On a versioned bucket: a write-once file with more than one version was replaced."""
+    if not hasattr(store, "list_versions") or store.versioning_status() != "Enabled":
+        return []
+    counts: dict[str, list[Any]] = {}
+    for version in store.list_versions(""):
+        counts.setdefault(version.key, []).append(version)
+    problems = []
+    for key, versions in sorted(counts.items()):
+        write_once = key in named or key.startswith(ENTRIES)
+        if write_once and len(versions) > 1:
+            latest = next((v.version_id for v in versions if v.is_latest), None)
+            problems.append(Problem(None, (
+                f"{key} was replaced by a newer version ({latest}); {len(versions)} versions exist of a file "
+                "published once: the recorded version is the one checked")))
+    return problems
 
 
 def _line_problem(line: dict[str, Any] | None, raw: bytes | None, index: int, lines: list[dict[str, Any] | None],
@@ -122,15 +276,16 @@ def _parse_lines(store: BlobStore) -> tuple[list[bytes], list[dict[str, Any] | N
     return raws, parsed
 
 
-def verify(store: BlobStore) -> Verification:
-    """Re-hash every report and walk the chain; the first problem names the first bad entry.
+def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | None = None) -> Verification:
+    """Re-hash every published file and walk the chain; the first problem names the first bad entry.
 
     Per position: the ``ledger.jsonl`` line is complete, its hash matches its
     content, its ``seq`` is its position, its ``prev`` is the hash before it and
     it equals the entry object of that slot (these stop at the first break:
     after a deleted line every later line is shifted, which says nothing new);
-    the entry object is intact and chained; both files it names hash to what it
-    recorded. Last: report files that no entry names.
+    the entry object is intact and chained; every file it names hashes to what it
+    recorded (read by version id where recorded); with ``public_key``, its attestation
+    verifies. Then the anchors, the index, the summaries and files no entry names.
     """
     out = Verification(location=store.uri)
     keys = list(store.list(""))
@@ -142,7 +297,9 @@ def verify(store: BlobStore) -> Verification:
         if key.startswith(ENTRIES) and name.isdigit():
             objects[int(name)] = store.read(key)
     raw_lines, lines = _parse_lines(store)
-    named: set[str] = set()
+    named: dict[str, str] = {}
+    found_entries: list[dict[str, Any]] = []
+    by_report: dict[str, dict[str, Any]] = {}
     prev_line = prev_obj = GENESIS
     ledger_ok = True
     for index in range(max(len(raw_lines), max(objects, default=-1) + 1)):
@@ -161,19 +318,48 @@ def verify(store: BlobStore) -> Verification:
             ledger_ok = problem is None
             prev_line = (line or {}).get("hash") or prev_line
         entry = obj if isinstance(obj, dict) else (line or {})
-        problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry)
+        files: dict[str, bytes] = {}
+        problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
+        if problem is None and public_key is not None:
+            problem = _signature_problem(entry, files, public_key)
+            out.signed += problem is None
         if problem:
             out.problems.append(Problem(index, f"{describe(entry, index)}: {problem}"))
         prev_obj = entry.get("hash") or prev_obj
+        found_entries.append(entry)
+        by_report[(entry.get("report") or {}).get("key") or ""] = entry
         for source in (entry, line or {}):
-            named.update(((source.get(part) or {}).get("key") or "") for part in ("report", "evidence"))
+            for part in _PARTS:
+                if (source.get(part) or {}).get("key"):
+                    named[source[part]["key"]] = part
     out.entries = len(raw_lines)
     out.head = lines[-1].get("hash") if lines and lines[-1] else None
-    reports = [k for k in keys if "/" not in k and k.endswith((".html", ".json")) and k != "index.html"]
-    out.reports = sum(1 for k in reports if k in named)
-    for key in reports:
-        if key not in named:
-            out.problems.append(
-                Problem(None, f"report {key} has no ledger entry: its entry was deleted, or publishing stopped half way")
-            )
+    out.reports = sum(1 for k in keys if k in named)
+    if anchors is not None:
+        out.anchored = len(anchors)
+        out.problems.extend(_anchor_problems(found_entries, anchors))
+        out.problems.extend(_anchored_versions(store, anchors))
+    out.problems.extend(_index_problems(store, keys, found_entries))
+    for key in keys:
+        if key in named or key == LEDGER_FILE or key == INDEX_FILE or key.startswith(ENTRIES):
+            continue
+        if key.startswith(SUMMARIES) and key.endswith(".json"):
+            out.problems.extend(_summary_problems(store, key, by_report))
+            continue
+        what = "report" if key.endswith((".html", ".json")) and "/" not in key else "file"
+        out.problems.append(Problem(None, (
+            f"{what} {key} has no ledger entry: it was added by hand, its entry was deleted, or publishing "
+            "stopped half way")))
+    out.problems.extend(_version_problems(store, named))
     return out
+
+
+def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, Any]]) -> list[Problem]:
+    """The index is derived from the entries: it must be exactly what they render to."""
+    from auditor.report.index import render_index
+
+    if INDEX_FILE not in keys:
+        return [Problem(None, f"{INDEX_FILE} is missing")] if entries else []
+    if store.read(INDEX_FILE) != render_index(entries).encode("utf-8"):
+        return [Problem(None, f"{INDEX_FILE} differs from what the ledger entries render to: it was edited")]
+    return []

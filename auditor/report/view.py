@@ -19,6 +19,7 @@ TIER_TITLES = {
     "bitwise": "Bitwise",
 }
 SECTIONS = ("code", "data", "config", "environment", "seeds", "infrastructure")
+NOT_RUN = "not run"
 
 VERDICT_STYLE = {
     Verdict.REPRODUCED_BITWISE: ("ok", "Reproduced bit for bit", "The rebuilt weights are identical to the registered ones."),
@@ -37,32 +38,101 @@ VERDICT_STYLE = {
 }
 
 # What each tier's evidence serves. Phrased as "supports": a passing tier is
-# evidence towards the expectation, never the whole of it.
+# evidence towards the expectation, never the whole of it. Each sentence claims only what its tier
+# checks: artifact recovery checks the registered file, not that the inputs can be rebuilt today
+# (that is the statistical and bitwise tiers' claim, made only when they pass).
 SUPPORT = {
     "lineage": (
         "SR 26-2 model documentation and ongoing monitoring: every input of the registered model is "
         "identified immutably. EU AI Act Annex IV §2(g): identifies the data and code the tests ran on."
     ),
     "artifact_recovery": (
-        "SR 26-2 ongoing monitoring: the recorded inputs can still be retrieved and rebuilt today."
+        "SR 26-2 ongoing monitoring: the registered artifact is still retrievable and is, byte for byte, the "
+        "one the run record names."
     ),
     "statistical": (
-        "SR 26-2 outcomes analysis: rebuilt metrics compared with the registered values against a measured "
-        "tolerance band. EU AI Act Annex IV §2(g): metrics and the test log behind them."
+        "SR 26-2 outcomes analysis: the model was rebuilt today from its recorded inputs and its metrics "
+        "compared with the registered values against a measured tolerance band. EU AI Act Annex IV §2(g): "
+        "metrics and the test log behind them."
     ),
     "bitwise": (
-        "SR 26-2 ongoing monitoring, strongest form: the registered weights are exactly what the recorded "
-        "inputs produce. EU AI Act Annex IV §2(g): a dated, re-checkable test log."
+        "SR 26-2 ongoing monitoring, strongest form: rebuilt today from the recorded inputs, the weights are "
+        "exactly the registered ones. EU AI Act Annex IV §2(g): a dated, re-checkable test log."
     ),
 }
+#: added to artifact recovery's claim only when the registered weights were re-evaluated and matched
+RECOVERY_EVALUATED = " Re-evaluated by the recorded recipe, it gives the registered metrics."
+#: what the page says of a tier that did not pass, instead of the claim a pass would make
+NO_SUPPORT = {
+    "fail": "Supports nothing here: this tier failed (see the tier results).",
+    "error": "Supports nothing here: this tier could not be judged (see What went wrong).",
+    NOT_RUN: "Supports nothing here: this tier did not run ({why}).",
+}
+#: the legend of every "distance to band" on the page (``auditor.judge.tolerance.check_metric``'s sign)
+DISTANCE_LEGEND = (
+    "Distance to band: the signed distance from the rebuilt value to the band's nearest edge. Negative: inside "
+    "the band by that margin; 0: on an edge (edges are inside); positive: outside by that much."
+)
+SEE_PROBLEMS = "see What went wrong above"
+
+
+def _stopped_because(audit: AuditResult) -> str:
+    """Why the rebuild's tiers have no evidence: what stopped the audit before them."""
+    if audit.record is None:
+        return "no run record could be read, so there was nothing to rebuild"
+    lineage_tier = audit.tiers.get("lineage")
+    if lineage_tier is not None and lineage_tier.status == "fail":
+        return "the lineage gate blocked the rebuild: an input is missing or mutable"
+    if audit.verdict is Verdict.ERROR:
+        return f"the audit stopped on an error before this tier; {SEE_PROBLEMS}"
+    recovery = audit.tiers.get("artifact_recovery")
+    if audit.error:
+        return f"the model could not be rebuilt; {SEE_PROBLEMS}"
+    if recovery is not None and recovery.status == "fail":
+        return "no rebuild was judged: the registered artifact failed its check (see Artifact recovery)"
+    return ""
+
+
+def not_run_reason(audit: AuditResult, name: str) -> str | None:
+    """Why a tier did not run, or None when it ran (its pass or fail then stands as the judge gave it).
+
+    A tier ran when its evidence exists: the lineage gate always runs; artifact recovery when it was
+    checked; the statistical tier when metrics were compared; the bitwise tier when weights were.
+    """
+    tier = audit.tiers[name]
+    if name == "lineage":
+        return None
+    ran = {
+        "artifact_recovery": tier.status != "skipped",
+        "statistical": bool(audit.metrics),
+        "bitwise": audit.weight_diff is not None,
+    }.get(name, tier.status != "skipped")
+    if name == "artifact_recovery" and ran and audit.record is not None:
+        return None
+    if name == "artifact_recovery" and not ran and audit.record is not None and audit.verdict is not Verdict.ERROR:
+        return tier.summary or "not checked"
+    if ran and tier.status != "skipped":
+        return None
+    return _stopped_because(audit) or tier.summary or "no evidence for this tier"
 
 
 def tiers(audit: AuditResult) -> list[dict[str, Any]]:
-    """Tier results in the fixed order, then any tier the judge added that this view does not know."""
+    """Tier results in the fixed order, then any tier the judge added that this view does not know.
+
+    A tier that did not run reads ``not run`` and why (the judge's ``fail: cannot be rebuilt`` or
+    ``error: not judged`` for a tier that never had evidence is not a failure of that tier).
+    """
     names = [n for n in TIER_ORDER if n in audit.tiers] + sorted(set(audit.tiers) - set(TIER_ORDER))
-    return [
-        {"key": n, "title": TIER_TITLES.get(n, n), **audit.tiers[n].model_dump(mode="json")} for n in names
-    ]
+    rows = []
+    for n in names:
+        row = {"key": n, "title": TIER_TITLES.get(n, n), **audit.tiers[n].model_dump(mode="json"), "why": None}
+        why = not_run_reason(audit, n)
+        if why is not None:
+            details = row["details"] if audit.tiers[n].status == "skipped" else []
+            row.update(status=NOT_RUN, summary=why, why=why, details=details)
+        row["css"] = row["status"].replace(" ", "-")
+        rows.append(row)
+    return rows
 
 
 def _section_of(finding: Finding) -> str:
@@ -133,11 +203,14 @@ def problems(audit: AuditResult) -> dict[str, Any] | None:
         return None
     failing_tiers = [t for t in tiers(audit) if t["status"] in ("fail", "error")]
     if verdict is Verdict.ERROR:
-        first_line = (audit.error or "").strip().splitlines()[0] if (audit.error or "").strip() else ""
+        text = (audit.error or "").strip()
+        first_line = text.splitlines()[0] if text else ""
+        title = (first_line[:157] + "…") if len(first_line) > 160 else (first_line or "the audit failed")
         return {
             "kind": "error",
-            "title": (first_line[:157] + "…") if len(first_line) > 160 else (first_line or "the audit failed"),
-            "error": audit.error or "(no error message was recorded)",
+            "title": title,
+            # the banner shows the title: the full text again only when it says more (each error text once)
+            "error": None if text == title else (text or "(no error message was recorded)"),
             "log": "\n".join(audit.log_tail.splitlines()[-25:]),
             "findings": [],
             "metrics": [],
@@ -167,16 +240,31 @@ def problems(audit: AuditResult) -> dict[str, Any] | None:
 
 
 def support(audit: AuditResult) -> list[dict[str, str]]:
-    """The regulatory map: each tier, its status in this audit, and what a pass supports."""
-    status = {t["key"]: t["status"] for t in tiers(audit)}
-    return [
-        {"tier": TIER_TITLES[n], "status": status.get(n, "not run"), "serves": SUPPORT[n]} for n in TIER_ORDER
-    ]
+    """The regulatory map: each tier, its status in this audit, and what it supports *here*.
+
+    Only a passing tier gets its claim; any other status says it supports nothing, and why, so that
+    no sentence on the page claims more than the tier results above it show.
+    """
+    shown = {t["key"]: t for t in tiers(audit)}
+    rows = []
+    for n in TIER_ORDER:
+        tier = shown.get(n)
+        status = tier["status"] if tier else NOT_RUN
+        why = (tier or {}).get("why") or "the judge reported nothing for it"
+        serves = SUPPORT[n] if status == "pass" else NO_SUPPORT.get(status, NO_SUPPORT["fail"]).format(why=why)
+        if n == "artifact_recovery" and status == "pass" and "reproduce the metrics" in (tier or {}).get("summary", ""):
+            serves += RECOVERY_EVALUATED  # the judge's summary when the re-evaluation ran and matched
+        rows.append({"tier": TIER_TITLES[n], "status": status, "css": status.replace(" ", "-"), "serves": serves,
+                     "would_serve": None if status == "pass" else SUPPORT[n]})
+    return rows
 
 
 def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
     """Everything the report template needs, from one evidence document."""
     style, headline, explanation = VERDICT_STYLE[audit.verdict]
+    if audit.verdict is Verdict.NOT_REPRODUCIBLE and not any(f.blocking for f in audit.findings):
+        explanation = ("Every input is identified, but one can no longer be recovered or the recorded recipe "
+                       "cannot be rerun, so the model cannot be rebuilt from what was recorded.")
     drift = audit.drift
     return {
         "doc": doc,
@@ -185,6 +273,7 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "headline": headline,
         "explanation": explanation,
         "problems": problems(audit),
+        "distance_legend": DISTANCE_LEGEND,
         "tiers": tiers(audit),
         "lineage": lineage(audit),
         "support": support(audit),

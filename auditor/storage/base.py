@@ -101,6 +101,10 @@ class BlobStore(abc.ABC):
             keys = sorted(k for k in self._list(prefix) if k.startswith(prefix))
         yield from keys
 
+    def version_ids(self, keys: Iterable[str]) -> dict[str, str]:
+        """``{key: version id}`` of the current version of each key, where the store keeps versions (S3); else {}."""
+        return {}
+
     def local_path(self, key: str) -> Path | None:
         """The object's file when the store is a local directory (for hard links), else None."""
         check_key(key)

@@ -198,6 +198,21 @@ class S3Store(BlobStore):
         with self._errors(None, "read the versioning status of"):
             return self.client.get_bucket_versioning(Bucket=self.bucket).get("Status")
 
+    def version_ids(self, keys: Iterable[str]) -> dict[str, str]:
+        """The current version id of each key; {} on a bucket that keeps no versions."""
+        found: dict[str, str] = {}
+        for key in keys:
+            with self._errors(key, "read the version of"):
+                version = self.client.head_object(Bucket=self.bucket, Key=self._full(check_key(key))).get("VersionId")
+            if version and version != "null":
+                found[key] = version
+        return found
+
+    def read_version(self, key: str, version_id: str) -> bytes | None:
+        """The bytes of one recorded version of ``key``; None when that version is gone."""
+        chunks = self.stream_version(key, version_id)
+        return None if chunks is None else b"".join(chunks)
+
     def list_versions(self, prefix: str = "") -> list[ObjectVersion]:
         """Every version of every object whose store key starts with ``prefix`` (delete markers left out)."""
         base = f"{self.prefix}/" if self.prefix else ""

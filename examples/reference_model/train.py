@@ -160,9 +160,13 @@ def main() -> None:
             run.log_metrics(evaluate_saved(run.config, load(run.data_path("train")), run.weights_to_evaluate))
             return
         started = time.perf_counter()
-        model, metrics = train(run.config, load(run.data_path("train")), run.dataloader_kwargs())
+        data = load(run.data_path("train"))
+        model, metrics = train(run.config, data, run.dataloader_kwargs())
         run.log_metrics(metrics)
-        run.save_weights(model.state_dict())
+        # factory=: the version also loads as an MLflow pyfunc (mlflow.pyfunc.load_model("models:/NAME@ALIAS"))
+        run.save_weights(model, factory="train:build_model",
+                         factory_kwargs={"features": data["train_X"].shape[1], "hidden": int(run.config["hidden"])},
+                         input_example=data["test_X"][:5])
         print(f"trained in {time.perf_counter() - started:.1f}s:", json.dumps(metrics), flush=True)
 
 

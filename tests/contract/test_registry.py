@@ -488,13 +488,15 @@ def test_open_registry_without_a_uri_follows_mlflow_tracking_uri(monkeypatch):
         MemoryRegistry.forget("memory://from-env")
 
 
-def test_any_uri_but_memory_opens_through_mlflow_without_contacting_it():
+def test_any_uri_but_memory_opens_through_mlflow_without_contacting_it(tmp_path):
     from auditor.registry.mlflow import MlflowRegistry
 
     assert registry_scheme("memory://x") == "memory"
     assert registry_scheme("sqlite:///x.db") == registry_scheme("http://127.0.0.1:5000") == "mlflow"
-    opened = open_registry("http://127.0.0.1:1", registry_uri="sqlite:///r.db")
-    assert isinstance(opened, MlflowRegistry) and (opened.uri, opened.registry_uri) == ("http://127.0.0.1:1", "sqlite:///r.db")
+    (tmp_path / "r.db").touch()  # a SQLite registry must exist to be opened (issue 16)
+    registry_uri = f"sqlite:///{tmp_path / 'r.db'}"
+    opened = open_registry("http://127.0.0.1:1", registry_uri=registry_uri)
+    assert isinstance(opened, MlflowRegistry) and (opened.uri, opened.registry_uri) == ("http://127.0.0.1:1", registry_uri)
 
 
 # -- MLflow only ----------------------------------------------------------------------------------------

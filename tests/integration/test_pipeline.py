@@ -115,3 +115,30 @@ def test_a_rebuild_that_crashes_is_an_error_not_a_verdict_on_the_model(seeded_re
     result = pipeline.audit(seeded_registry.versions["flaky"], date="2026-01-05", settings=settings_for(seeded_registry))
     assert result.verdict == Verdict.ERROR
     assert "rebuild_fail_at_epoch" in result.error and "planted failure" in result.log_tail
+
+
+def test_an_audit_is_an_mlflow_run_and_the_version_loads_as_a_pyfunc(seeded_registry):
+    """Issue 16 acceptance 4: the audit run holds the report; the registered version is a LoggedModel that predicts."""
+    import mlflow
+    import numpy as np
+
+    from auditor.tags import TAG_AUDIT_RUN, TAG_RUN_IDENTITY
+
+    settings = settings_for(seeded_registry)
+    ref = seeded_registry.versions["clean"]
+    published = pipeline.publish_audit(ref, date="2026-01-09", audit_run="cli", settings=settings)
+    mlflow.set_tracking_uri(settings.tracking_uri)
+    runs = mlflow.search_runs(experiment_names=[settings.audit_experiment], output_format="list")
+    mine = [r for r in runs if r.data.params.get("repro.ledger.head")]
+    assert mine, "no audit run"
+    run = next(r for r in mine if r.data.tags.get(TAG_RUN_IDENTITY, "").startswith("reference-model_v"))
+    files = {f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert any(f.endswith(".html") for f in files) and any(f.endswith(".json") for f in files)
+    assert run.data.tags["repro.audit.verdict"] == published.result.verdict.value
+    registry, info, _ = _registered(seeded_registry, "clean")
+    assert info.tags[TAG_AUDIT_RUN] == run.info.run_id
+    assert mlflow.MlflowClient().get_model_version(info.name, info.version).model_id  # registered from a LoggedModel
+    model = mlflow.pyfunc.load_model(f"models:/{info.name}@champion")
+    assert model.metadata.signature is not None
+    prediction = model.predict(np.zeros((3, model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"][1]), dtype=np.float32))
+    assert np.asarray(prediction).shape[0] == 3

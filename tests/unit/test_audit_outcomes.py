@@ -159,6 +159,8 @@ def _set_floor(world, *, bit_identical: bool, max_abs: float, platform=None):
     platform = platform if platform is not None else platform_fingerprint(REBUILD_RECORD["record"].environment)
     floor = SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=max_abs, platform=platform)
     calibration = Calibration(same_seed=floor, seed_varied=[FloorRun(seed=s) for s in range(5)])
+    # as `calibrate` stores it: the evidence as a calibration run (what the judge reads), the tag a copy
+    pipeline._log_calibration_run(registry, info, calibration, world[2])
     registry.set_tags(info, {TAG_CALIBRATION: calibration.to_json()})
 
 
@@ -230,12 +232,20 @@ def test_a_metric_outside_its_band_is_out_of_tolerance_even_with_identical_weigh
     assert result.tiers["bitwise"].status == "pass" and result.tiers["statistical"].status == "fail"
 
 
-def test_a_malformed_band_is_an_error_naming_the_tag(world, monkeypatch):
-    registry, info, _ = world
+def test_a_malformed_band_is_refused_before_any_rebuild_naming_the_tag(world, monkeypatch):
+    """Issue 16: the pre-flight refuses it (the caller's to fix, exit 2), instead of an ERROR after the rebuild."""
+    from auditor.errors import MalformedRecord
+
+    registry, info, settings = world
     registry.set_tags(info, {TAG_BANDS: '{"schema": "repro.bands/1", "bands": {"auc": {"lower": "x"}}}'})
-    result, _ = run_audit(world, monkeypatch, faithful)
-    assert result.verdict is Verdict.ERROR
-    assert TAG_BANDS in result.error
+    runner = FakeRunner(faithful)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    with pytest.raises(MalformedRecord, match=TAG_BANDS):
+        pipeline.audit(info.ref, date="2026-02-01", settings=settings)
+    assert runner.specs == []  # nothing ran
+    # a nightly task (no pre-flight there: one bad band must not stop the night) still names it as ERROR
+    row = pipeline.audit_and_publish(info.ref, date="2026-02-01", audit_run="t", settings=settings)
+    assert row["verdict"] == Verdict.ERROR.value and TAG_BANDS in row["error"]
 
 
 def _crashing(messages):

@@ -1,0 +1,118 @@
+"""``repro-audit report pdf|coverage``: a report as a paginated PDF; the registry's audit coverage.
+
+Coverage needs the registry's listing, which publishing an audit (and so the index) does without:
+this command joins the listing with the ledger, prints it, and with ``--write`` publishes
+``coverage.html`` beside the index, which then links it. ``repro-audit nightly`` writes it too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from pathlib import Path
+
+import typer
+
+from auditor.cli import app
+from auditor.cli.output import console, emit_json
+
+report_app = typer.Typer(help="Published reports: print one as PDF, show the registry's audit coverage.", no_args_is_help=True)
+app.add_typer(report_app, name="report")
+
+REPORTS_HELP = "reports location: a folder or s3://bucket/prefix (default: REPRO_REPORTS)"
+
+
+@report_app.command("pdf")
+def pdf_cmd(
+    report: str = typer.Argument(..., help="a report's .html file, or its stem in the reports store (as the index lists it)"),
+    out: Path = typer.Option(..., "-o", "--out", help="the PDF file to write"),
+    reports: str = typer.Option(None, "--reports", help=REPORTS_HELP),
+    json_out: bool = typer.Option(False, "--json", help="print {pdf, bytes} as JSON"),
+) -> None:
+    """Print a published report to a paginated PDF (headless Chromium), with page headers and numbers."""
+    from auditor.report.pdf import print_pdf, report_file
+    from auditor.settings import get_settings
+
+    with tempfile.TemporaryDirectory(prefix="repro-report-") as scratch:
+        html = report_file(report, reports or get_settings().reports, Path(scratch))
+        written = print_pdf(html, out)
+    if json_out:
+        emit_json({"pdf": str(written), "bytes": written.stat().st_size})
+    else:
+        console().print(f"{written} ({written.stat().st_size:,} bytes)", markup=False, highlight=False)
+
+
+def coverage_rows(settings, *, now: dt.datetime) -> tuple[list[dict], str]:
+    """The coverage rows for the settings' registry and reports store; and the store's URI."""
+    from auditor.registry import open_registry
+    from auditor.report import ledger
+    from auditor.report.index import coverage
+    from auditor.storage import open_store
+
+    registry = open_registry(settings.tracking_uri, settings.registry_uri)
+    versions = [
+        {"model": v.name, "version": str(v.version), "aliases": list(v.aliases), "tag_audit_at": v.last_audit_at,
+         "tag_verdict": v.last_verdict}
+        for v in registry.list_versions()
+    ]
+    store = open_store(settings.reports)
+    entries = ledger.entries(store)
+    return coverage(versions, entries, now=now, overdue_days=settings.overdue_days), store.uri
+
+
+def write_coverage(settings, *, now: dt.datetime | None = None) -> tuple[list[dict], str]:
+    """Publish ``coverage.html`` beside the index (and relink the index); returns the rows and the page's URI."""
+    from auditor.lineage.redact import redact_text
+    from auditor.report.index import write_coverage as write
+    from auditor.report.publish import refresh
+    from auditor.storage import open_store
+
+    now = now or dt.datetime.now(dt.UTC)
+    rows, location = coverage_rows(settings, now=now)
+    store = open_store(settings.reports)
+    key = write(store, rows, overdue_days=settings.overdue_days, as_of=now.strftime("%Y-%m-%d %H:%M UTC"),
+                registry=redact_text(settings.tracking_uri))
+    refresh(store)
+    return rows, f"{location.rstrip('/')}/{key}"
+
+
+@report_app.command("coverage")
+def coverage_cmd(
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI); a SQLite file must exist"),
+    reports: str = typer.Option(None, "--reports", help=REPORTS_HELP),
+    write: bool = typer.Option(False, "--write", help="also publish coverage.html beside the index (the index links it)"),
+    json_out: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+) -> None:
+    """Every registered version, when it was last audited, and which are overdue or never audited."""
+    import dataclasses
+
+    from auditor.settings import get_settings
+
+    settings = get_settings()
+    settings = dataclasses.replace(settings, **{k: v for k, v in (("tracking_uri", tracking_uri), ("reports", reports)) if v})
+    now = dt.datetime.now(dt.UTC)
+    if write:
+        rows, page = write_coverage(settings, now=now)
+    else:
+        (rows, _), page = coverage_rows(settings, now=now), None
+    if json_out:
+        emit_json({"overdue_days": settings.overdue_days, "page": page, "versions": rows})
+    else:
+        _print(rows, settings.overdue_days, page)
+
+
+def _print(rows: list[dict], overdue_days: int, page: str | None) -> None:
+    from rich.table import Table
+
+    out = console()
+    table = Table(title=f"audit coverage (overdue after {overdue_days} days)")
+    for column in ("model", "version", "aliases", "status", "last audited", "days since", "last verdict"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["model"], r["version"], ", ".join(r["aliases"]) or "-", r["status"], r["last"] or "never",
+                      "-" if r["age_days"] is None else str(r["age_days"]), r["verdict"] or "-")
+    out.print(table)
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("never audited", "overdue", "current")}
+    out.print(", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
+    if page:
+        out.print(f"coverage: {page}", markup=False, highlight=False)
