@@ -5,19 +5,22 @@ A rebuild runs the recorded entrypoint with these variables set, and reads back 
 (``auditor.rebuild``) are the auditor's side; both take every name from here, so the contract has
 one home. The README's "entry-point contract" section documents the same table.
 
-=========================  ============================================================  =========
-variable                   meaning                                                       set by
-=========================  ============================================================  =========
-``REPRO_REBUILD``          ``1``: this process is an audit's rebuild (train, never log)  runner
-``REPRO_OUTPUT_DIR``       folder for ``metrics.json``, ``model.safetensors``, record     runner
-``REPRO_CONFIG``           the resolved config as a JSON file                            runner
-``REPRO_DATA_<NAME>``      folder of the verified snapshot of data ref NAME              runner
-``REPRO_SEED``             the seed to train under (recorded, or a calibration seed)     auditor
-``REPRO_DETERMINISTIC``    ``1``/``0``: deterministic kernels as recorded                auditor
-``REPRO_TORCH_THREADS``    torch's intra-op thread count as recorded                     auditor
-``REPRO_EVALUATE_WEIGHTS`` evaluate this weights file instead of training                auditor
-``REPRO_CFG__A__B``        a config override ``a.b`` (training time, recorded)           user
-=========================  ============================================================  =========
+=============================  ============================================================  =======
+variable                       meaning                                                       set by
+=============================  ============================================================  =======
+``REPRO_REBUILD``              ``1``: this process is an audit's rebuild (train, never log)  runner
+``REPRO_OUTPUT_DIR``           folder for ``metrics.json``, ``model.safetensors``, record    runner
+``REPRO_CONFIG``               the resolved config as a JSON file                            runner
+``REPRO_DATA_<NAME>``          folder of the verified snapshot of data ref NAME              runner
+``REPRO_SEED``                 the seed to train under (recorded, or a calibration seed)     auditor
+``REPRO_DETERMINISTIC``        ``1``/``0``: deterministic kernels as recorded                auditor
+``REPRO_TORCH_THREADS``        torch's intra-op thread count as recorded                     auditor
+``REPRO_EVALUATE_WEIGHTS``     evaluate this weights file instead of training                auditor
+``REPRO_EVALUATE_THEN_TRAIN``  ``1``: evaluate them in a forked child, then train here       auditor
+``REPRO_RESUME_CHECKPOINT``    segment replay: the start checkpoint (unset: the seed)        auditor
+``REPRO_STOP_STEP``            segment replay: stop here, leave ``checkpoint.safetensors``   auditor
+``REPRO_CFG__A__B``            a config override ``a.b`` (training time, recorded)           user
+=============================  ============================================================  =======
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ ENV_DETERMINISTIC = "REPRO_DETERMINISTIC"
 ENV_TORCH_THREADS = "REPRO_TORCH_THREADS"
 ENV_EVALUATE_WEIGHTS = "REPRO_EVALUATE_WEIGHTS"
 ENV_CONFIG_PREFIX = "REPRO_CFG__"
+#: with ENV_EVALUATE_WEIGHTS: evaluate in a forked child (outputs in EVALUATION_DIR), then train here
+ENV_EVALUATE_THEN_TRAIN = "REPRO_EVALUATE_THEN_TRAIN"
+#: segment replay (``auditor.segments``): the start checkpoint, and the step to stop at
+ENV_RESUME_CHECKPOINT = "REPRO_RESUME_CHECKPOINT"
+ENV_STOP_STEP = "REPRO_STOP_STEP"
 
 #: thread variables the environment capture records and a rebuild pins again (FACTS.md: the thread
 #: count changes the weights)
@@ -50,6 +58,11 @@ DIFF_FILE = "diff.patch"
 EVALUATION_FILE = "evaluation.json"
 #: the rebuild's captured output, beside its output folder
 LOG_FILE = "rebuild.log"
+#: REPRO_EVALUATE_THEN_TRAIN: the forked evaluation's outputs (metrics.json, evaluation.json, its log)
+EVALUATION_DIR = "evaluation"
+EVALUATION_STATUS_FILE = "status.json"
+#: segment replay: the end state a replayed segment leaves at REPRO_STOP_STEP
+CHECKPOINT_FILE = "checkpoint.safetensors"
 
 
 #: a data ref's name: what survives ``REPRO_DATA_<NAME>``, a ``name=uri`` spec and a tag key unchanged
@@ -99,7 +112,7 @@ def path_env(*, output_dir: str, data: Mapping[str, str], config_file: str | Non
     return env
 
 
-def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = None) -> dict[str, str]:
+def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = None, then_train: bool = False) -> dict[str, str]:
     """The seed, determinism and thread pins a rebuild of ``record`` runs under (paths come from the runner).
 
     ``record`` is an ``auditor.lineage.record.RunRecord``; it is not imported here, because the record
@@ -127,4 +140,6 @@ def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = 
             env[ENV_TORCH_THREADS] = str(threads["torch_intra_op"])
     if evaluate is not None:
         env[ENV_EVALUATE_WEIGHTS] = str(evaluate)
+        if then_train:
+            env[ENV_EVALUATE_THEN_TRAIN] = "1"
     return env

@@ -41,7 +41,7 @@ from auditor.errors import (
 from auditor.judge.result import AuditResult, Band, EnvDrift, ModelInfo, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.rebuild.run import RunResult, crash_signature, make_runner, run_recipe
+from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, make_runner, run_recipe
 from auditor.settings import Settings, get_settings
 from auditor.tags import (
     TAG_AUDIT_DATE,
@@ -53,8 +53,8 @@ from auditor.tags import (
 )
 
 __all__ = [
-    "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "calibrate", "calibration_seeds",
-    "make_runner", "nightly", "preflight", "preflight_store", "publish_audit", "publish_summary", "rebuild", "sample",
+    "Bands", "Published", "RebuildResult", "RunResult", "audit", "audit_and_publish", "audit_segments", "calibrate", "calibration_seeds",
+    "make_runner", "nightly", "preflight", "preflight_store", "publish_audit", "publish_segments", "publish_summary", "rebuild", "sample",
 ]
 
 Progress = Callable[[str], None]
@@ -342,6 +342,7 @@ class _Audit:
     evidence: dict[str, str] = field(default_factory=dict)
     error: str | None = None  # ERROR: no evidence could be produced (retryable)
     unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
+    segments: Any = None  # judge.result.SegmentReplay, in a segment audit
 
     def failed(self, exc: BaseException) -> None:
         """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
@@ -429,59 +430,89 @@ def _recover_artifact(a: _Audit) -> None:
 
 
 def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
-    """Step 2: the workspace, the registered weights re-evaluated, then ``reruns`` rebuilds."""
+    """Step 2: the workspace, then ``reruns`` rebuilds; the first re-evaluates the registered weights too.
+
+    It evaluates them in a child its own process forks before training (``REPRO_EVALUATE_THEN_TRAIN``),
+    so one interpreter, one set of imports and one capture serve both. A script or platform that can
+    only evaluate (the SDK does not fork where CUDA is already initialised) leaves an evaluation, not a
+    training: then the rebuild runs as a second process, as it always did.
+    """
     timeout = a.settings.rebuild_timeout_s
     a.progress("preparing the workspace")
     log.info("audit %s: preparing the workspace", a.info.ref)
     workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
+    runs: list[RunResult] = []
+    hosted = 0.0  # seconds of the evaluation a rebuild's process hosted
     if a.weights is not None:
-        a.progress("re-evaluating the registered weights")
-        log.info("audit %s: re-evaluating the registered weights", a.info.ref)
+        a.progress("rebuild 1 (the registered weights re-evaluated in the same process)")
+        log.info("audit %s: rebuild 1, re-evaluating the registered weights in the same process", a.info.ref)
+        out = a.tmp / "rebuild-0"
         try:
-            check = run_recipe(a.record, workspace, a.runner, a.tmp / "evaluate", timeout_s=timeout, evaluate=a.weights)
+            first = run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, evaluate=a.weights, then_train=True)
         except RecipeCrashed as exc:
             if exc.timed_out:
                 raise
-            # the registered weights cannot even be evaluated by the recipe that made them (a shape mismatch
-            # loading them, say): the artifact is not recovered, whatever a rebuild would show
-            a.log_tail = exc.log_tail
-            a.recovery = a.recovery.model_copy(update={"unrecoverable": [
-                *a.recovery.unrecoverable,
-                f"re-evaluating the registered weights with the recorded recipe crashed: {crash_signature(exc.log_tail) or exc}"]})
-            return []
-        if check.evaluated:
-            a.recovery = a.recovery.model_copy(update={"evaluated": check.metrics})
-    runs = []
-    for i in range(reruns):
+            evaluation, forked_s, evaluation_crash = forked_evaluation(out)
+            if forked_s is None or evaluation_crash:  # it crashed evaluating (in a forked child, or evaluating only)
+                a.log_tail = exc.log_tail
+                return _not_evaluable(a, evaluation_crash or crash_signature(exc.log_tail) or str(exc))
+            if evaluation is not None:  # the evaluation passed, the training crashed: as any rebuild's crash
+                a.recovery = a.recovery.model_copy(update={"evaluated": evaluation})
+            first = _once_more(a, workspace, out, timeout, exc)
+        if first.evaluation_crash:
+            a.log_tail = first.log_tail
+            return _not_evaluable(a, first.evaluation_crash)
+        if first.evaluated:  # it evaluated only: the registered weights' metrics, then a rebuild of its own
+            a.recovery = a.recovery.model_copy(update={"evaluated": first.metrics})
+        else:
+            if first.evaluation is not None:
+                a.recovery = a.recovery.model_copy(update={"evaluated": first.evaluation})
+            hosted = first.evaluation_s or 0.0
+            runs.append(first)
+    for i in range(len(runs), reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
         log.info("audit %s: rebuild %d/%d", a.info.ref, i + 1, reruns)
-        runs.append(_rebuild_once(a, workspace, a.tmp / f"rebuild-{i}", timeout))
+        runs.append(_rebuild_once(a, workspace, a.tmp / (f"rebuild-{i}" + ("-train" if i == 0 and a.weights is not None else "")), timeout))
     a.log_tail = runs[-1].log_tail
-    a.timings.rebuild_s = round(sum(r.wall_s for r in runs), 3)
+    # the rebuild's own time: what re-running the recipe costs, without the evaluation it hosted
+    a.timings.rebuild_s = round(sum(r.wall_s for r in runs) - hosted, 3)
     accel = [r.accelerator_s for r in runs if r.accelerator_s is not None]
     a.timings.accelerator_s = round(sum(accel), 3) if accel else None
     return runs
 
 
-def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float) -> RunResult:
+def _not_evaluable(a: _Audit, why: str) -> list[RunResult]:
+    """The registered weights cannot even be evaluated by the recipe that made them (a shape mismatch loading
+    them, say): the artifact is not recovered, whatever a rebuild would show."""
+    a.recovery = a.recovery.model_copy(update={"unrecoverable": [
+        *a.recovery.unrecoverable, f"re-evaluating the registered weights with the recorded recipe crashed: {why}"]})
+    return []
+
+
+def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float, **recipe: Any) -> RunResult:
     """One rebuild; a crash is run once more, and a crash that repeats identically is the recipe's own failure."""
     try:
-        return run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout)
+        return run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, **recipe)
     except RecipeCrashed as first:
-        if first.timed_out:
-            raise
-        a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
-        log.warning("audit %s: the rebuild crashed; running it once more", a.info.ref)
-        try:
-            return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout)
-        except RecipeCrashed as second:
-            signature = crash_signature(second.log_tail)
-            if signature and signature == crash_signature(first.log_tail):
-                error = InputUnrecoverable(f"persistent recipe failure: the recorded entrypoint crashed identically twice: {signature}",
-                                           hint="the recorded recipe cannot be rerun to completion; the end of its log is in the report")
-                error.log_tail = second.log_tail
-                raise error from None
-            raise
+        return _once_more(a, workspace, out, timeout, first, **recipe)
+
+
+def _once_more(a: _Audit, workspace, out: Path, timeout: float, first: RecipeCrashed, **recipe: Any) -> RunResult:
+    """After ``first``, a rebuild's crash: run it once more; an identical crash is the recipe's own failure."""
+    if first.timed_out:
+        raise first
+    a.progress("the rebuild crashed; running it once more to tell a flaky machine from a broken recipe")
+    log.warning("audit %s: the rebuild crashed; running it once more", a.info.ref)
+    try:
+        return run_recipe(a.record, workspace, a.runner, out.with_name(out.name + "-again"), timeout_s=timeout, **recipe)
+    except RecipeCrashed as second:
+        signature = crash_signature(second.log_tail)
+        if signature and signature == crash_signature(first.log_tail):
+            error = InputUnrecoverable(f"persistent recipe failure: the recorded entrypoint crashed identically twice: {signature}",
+                                       hint="the recorded recipe cannot be rerun to completion; the end of its log is in the report")
+            error.log_tail = second.log_tail
+            raise error from None
+        raise
 
 
 def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
@@ -543,7 +574,8 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     a.drift = _drift(a.record, rebuilt)
 
 
-def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None, audit_run: str | None, settings: Settings, progress: Progress) -> AuditResult:
+def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None, audit_run: str | None, settings: Settings, progress: Progress,
+                   rebuild_step: Callable[[_Audit], list[RunResult]] | None = None) -> AuditResult:
     """Audit one resolved version: recover, rebuild, compare, judge. Model-level failures become verdicts."""
     from auditor.judge.verdict import judge
     from auditor.lineage.gate import blocking
@@ -558,7 +590,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         if a.record is not None:
             _recover_artifact(a)
             if not blocking(a.findings):
-                runs = _rebuild(a, max(1, reruns))
+                runs = rebuild_step(a) if rebuild_step else _rebuild(a, max(1, reruns))
                 if runs:
                     _compare(a, runs)
     except Exception as exc:  # noqa: BLE001 - one model's failure is its verdict, never the night's crash
@@ -569,6 +601,10 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
                            floor=a.calibration.same_seed if a.calibration else None, platform=a.platform,
                            calibration_findings=a.calibration.findings() if a.calibration else (),
                            deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic))
+    if a.segments is not None:
+        from auditor.segments import segment_verdict
+
+        verdict, tiers = segment_verdict(a.segments, verdict, tiers)
     a.timings.wall_s = round(time.monotonic() - clock, 3)
     log.info("audit %s: %s in %.1f s", info.ref, verdict.value, a.timings.wall_s)
     model = ModelInfo(name=info.name, version=str(info.version), aliases=list(info.aliases), tags=dict(info.tags), run_id=info.run_id, uri=info.ref)
@@ -597,6 +633,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
         error=redact(a.error or a.unrecoverable),
         evidence=a.evidence,
         calibrations=a.calibrations,
+        segments=a.segments,
     )
 
 
@@ -617,6 +654,161 @@ def audit(
     info = registry.resolve(model_ref)  # a bad ref is the caller's error: raise
     preflight(registry, info, settings, publishing=False)
     return _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
+
+
+# -- segment replay ------------------------------------------------------------------------
+def _stored_checkpoint(a: _Audit, link, dest: Path) -> tuple[Path | None, str | None]:
+    """Download one checkpoint of the chain and check its digest; (path, why not)."""
+    from auditor import segments as seg
+
+    uri = link.uri
+    path = uri[len("runs:/") :].split("/", 1)[1] if uri.startswith("runs:/") and uri.count("/") >= 2 else seg.store_path(link.digest)
+    try:
+        local = a.registry.download_artifact(a.info, path, dest)
+    except InfrastructureError:
+        raise
+    except ReproError as exc:
+        return None, f"the stored checkpoint at step {link.step} ({path}) cannot be downloaded: {exc}"
+    actual = seg.sha256_of(local)
+    if actual != link.digest:
+        return None, (f"the stored checkpoint at step {link.step} fails its digest (the record holds sha256:{link.digest}, "
+                      f"the stored file hashes to sha256:{actual}): the artifact was altered")
+    return local, None
+
+
+def _replay_segments(a: _Audit, *, count: int | None, budget: float | None, date: str, workers: int = 1) -> list[RunResult]:
+    """Step 2 of a segment audit: verify the chain, replay the chosen segments, compare each end state.
+
+    Returns the last segment's run (it ends where training ended: its weights and metrics are compared
+    with the registered ones by step 3, as a full rebuild's are); it also re-evaluates the registered weights.
+    """
+    from auditor import segments as seg
+    from auditor.judge.floors import calibration_from_json
+    from auditor.judge.result import ChainLink, SegmentReplay
+    from auditor.tags import TAG_CALIBRATION
+
+    links = seg.chain(a.record)
+    parts = seg.segments(links)
+    timeout = a.settings.rebuild_timeout_s
+    a.progress(f"verifying the checkpoint chain ({len(links)} checkpoints)")
+    stored: dict[int, Path] = {}
+    for link in links:
+        local, why = _stored_checkpoint(a, link, a.tmp / "chain" / f"{link.digest}.safetensors")
+        if why:
+            a.unrecoverable = why
+            return []
+        stored[link.step] = local
+    if a.weights is not None and not seg.model_weights_equal(stored[links[-1].step], a.weights):
+        a.unrecoverable = f"the chain's last checkpoint (step {links[-1].step}) does not hold the registered weights: the chain is not this version's"
+        return []
+    chosen = seg.pick_segments(len(parts), date=date, salt=a.record.digest(), count=count, budget=budget)
+    a.progress("preparing the workspace")
+    workspace = _prepare(a.record, a.diff, a.tmp / "workspace", a.settings)
+    calibration_text = a.info.tags.get(TAG_CALIBRATION)
+    floor = calibration_from_json(calibration_text, source=f"{a.info.ref} tag {TAG_CALIBRATION}").same_seed if calibration_text else None
+    deterministic = bool(a.record.seeds and a.record.seeds.deterministic)
+    checks, last, hosted, wall = [], None, 0.0, 0.0
+
+    def replay(n_index: tuple[int, int]) -> RunResult:
+        n, index = n_index
+        part = parts[index]
+        a.progress(f"replaying segment {n + 1}/{len(chosen)}: {part.steps}")
+        recipe: dict[str, Any] = {"resume": stored[part.begin.step] if part.begin else None, "stop_step": part.end}
+        if index == len(parts) - 1 and a.weights is not None:
+            recipe.update(evaluate=a.weights, then_train=True)
+        return _rebuild_once(a, workspace, a.tmp / f"segment-{index}", timeout, **recipe)
+
+    if workers > 1:  # segments are independent: one process each, ``workers`` at a time
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(replay, enumerate(chosen)))
+    else:
+        done = [replay(item) for item in enumerate(chosen)]
+    for index, run in zip(chosen, done, strict=True):
+        part = parts[index]
+        final = index == len(parts) - 1
+        wall += run.wall_s
+        if run.checkpoint is None:
+            a.log_tail = run.log_tail
+            a.unrecoverable = (f"the replay of {part.steps} left no end checkpoint: the recipe does not honour REPRO_STOP_STEP "
+                               "(see the entry-point contract in the README)")
+            return []
+        comparison = seg.compare_checkpoints(stored[part.end], run.checkpoint, a.tmp / f"compare-{index}")
+        checks.append(seg.judge_segment(part, comparison, deterministic=deterministic, floor=floor, wall_s=run.wall_s,
+                                        replayed_digest=seg.sha256_of(run.checkpoint)))
+        if final:
+            last = run
+            hosted = run.evaluation_s or 0.0
+            if run.evaluation_crash:
+                a.recovery = a.recovery.model_copy(update={"unrecoverable": [
+                    *a.recovery.unrecoverable, f"re-evaluating the registered weights with the recorded recipe crashed: {run.evaluation_crash}"]})
+            elif run.evaluation is not None:
+                a.recovery = a.recovery.model_copy(update={"evaluated": run.evaluation})
+    replayed = {parts[i].end for i in chosen}
+    a.segments = SegmentReplay(
+        total=len(parts), selected=chosen, basis=f"audit date {date}, record {a.record.digest()[:19]}…",
+        chain=[ChainLink(step=link.step, digest=link.digest, replayed=link.step in replayed, digest_ok=True) for link in links],
+        checks=checks, replayed_steps=sum(parts[i].end - parts[i].start for i in chosen), total_steps=links[-1].step,
+    )
+    a.timings.rebuild_s = round(wall - hosted, 3)  # replay processes' time (summed over workers)
+    a.log_tail = last.log_tail if last else ""
+    return [last] if last is not None else []
+
+
+def audit_segments(
+    model_ref: str,
+    *,
+    segments: int | None = None,
+    budget: float | None = None,
+    runner: str = "process",
+    date: str | None = None,
+    audit_run: str | None = None,
+    workers: int = 1,
+    settings: Settings | None = None,
+    progress: Progress = _quiet,
+) -> AuditResult:
+    """Audit a version by replaying some segments of its checkpoint chain instead of all of training.
+
+    ``segments`` segments (default 2), or a ``budget`` fraction of them, chosen seeded by ``date`` and
+    always including the last; each starts from its stored checkpoint and must end in the next one
+    (bit for bit where the recipe is deterministic, within the same-seed floor otherwise); ``workers``
+    replay that many segments at once (they are independent). The last
+    one's weights and metrics are judged like a full rebuild's. Publishing nothing (``publish_segments``
+    publishes). A bad ref, or a version whose record lists no checkpoint chain, raises ``BadInput``.
+    """
+    settings = settings or get_settings()
+    registry, info, step = _segment_step(model_ref, segments, budget, runner, date, settings, workers)
+    return _audit_version(registry, info, runner=runner, reruns=1, date=date, audit_run=audit_run, settings=settings, progress=progress,
+                          rebuild_step=step)
+
+
+def publish_segments(model_ref: str, *, date: str, audit_run: str, segments: int | None = None, budget: float | None = None,
+                     runner: str = "process", settings: Settings | None = None, progress: Progress = _quiet) -> Published:
+    """``audit_segments`` published as that day's audit of the version (the same report, ledger entry and tags as ``publish_audit``)."""
+    settings = settings or get_settings()
+    registry, info, step = _segment_step(model_ref, segments, budget, runner, date, settings, publishing=True)
+    return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=1, settings=settings,
+                            progress=progress, rebuild_step=step)
+
+
+def _segment_step(model_ref: str, segments: int | None, budget: float | None, runner: str, date: str | None, settings: Settings, workers: int = 1,
+                  *, publishing: bool = False):
+    import functools
+
+    from auditor import segments as seg
+
+    make_runner(runner)
+    registry = _registry(settings)
+    info = registry.resolve(model_ref)
+    preflight(registry, info, settings, publishing=publishing)
+    record, _ = registry.load_record(info)
+    if not seg.chain(record):
+        raise BadInput(f"{info.ref} records no checkpoint chain, so it has no segments to replay",
+                       hint="audit it with a full rebuild, or save checkpoints in training (auditor.checkpoint_every)")
+    day = date or dt.datetime.now(dt.UTC).date().isoformat()
+    seg.pick_segments(2, date=day, count=segments, budget=budget)  # a bad count or budget is the caller's error: now
+    return registry, info, functools.partial(_replay_segments, count=segments, budget=budget, date=day, workers=workers)
 
 
 # -- pre-flight: what would fail after the rebuild, checked before it ----------------------------
@@ -692,7 +884,8 @@ def _published_evidence(info, date: str, settings: Settings) -> dict[str, Any] |
     return load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")
 
 
-def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, reruns: int, settings: Settings, progress: Progress) -> Published:
+def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, reruns: int, settings: Settings, progress: Progress,
+                     rebuild_step: Callable[[_Audit], list[RunResult]] | None = None) -> Published:
     from auditor.report.evidence import audit_of
     from auditor.report.publish import publish
 
@@ -701,7 +894,8 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
     if skipped:
         result = audit_of(stored)
     else:
-        result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress)
+        result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress,
+                                rebuild_step=rebuild_step)
     progress("publishing the report")
     log.info("publish %s: %s to %s", info.ref, result.verdict.value, settings.reports)
     publication = _publish_keeping_verdict(publish, result, settings)  # completes a half-done publish

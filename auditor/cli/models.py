@@ -153,6 +153,8 @@ def audit_cmd(
     date: str = typer.Option(None, "--date", help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    segments: int = typer.Option(None, "--segments", min=1, help="replay N segments of the checkpoint chain (the last always) instead of all of training"),
+    budget: float = typer.Option(None, "--budget", help="replay this fraction of the chain's segments, e.g. 0.1"),
 ) -> None:
     """Rebuild and judge one version; exit 0 reproduced, 1 out of tolerance or not reproducible, 3 error.
 
@@ -166,7 +168,14 @@ def audit_cmd(
     runner = _runner(runner, settings)
     report = None
     with _progress(not json_out) as progress:
-        if publish:
+        if segments is not None or budget is not None:  # segment replay of the checkpoint chain
+            chosen = {"segments": segments, "budget": budget, "runner": runner, "settings": settings, "progress": progress}
+            if publish:
+                published = pipeline.publish_segments(model_ref, date=date or dt.datetime.now(dt.UTC).date().isoformat(), audit_run="cli", **chosen)
+                result, report = published.result, published.row["report"]
+            else:
+                result = pipeline.audit_segments(model_ref, date=date, **chosen)
+        elif publish:
             day = date or dt.datetime.now(dt.UTC).date().isoformat()
             try:
                 published = pipeline.publish_audit(model_ref, date=day, audit_run="cli", runner=runner, reruns=reruns, settings=settings, progress=progress)

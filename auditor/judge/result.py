@@ -131,6 +131,50 @@ class Timings(_Model):
     accelerator_s: float | None = None
 
 
+class ChainLink(_Model):
+    """One checkpoint of a run's chain, as a segment audit saw it."""
+
+    step: int
+    digest: str  # sha256 (hex) the record holds for it
+    replayed: bool = False  # the end of a segment this audit replayed
+    digest_ok: bool | None = None  # the stored file hashes to the recorded digest (None: not read)
+
+
+class SegmentCheck(_Model):
+    """One replayed segment: from the checkpoint at ``start_step`` (0: the seeded start) to ``end_step``."""
+
+    index: int
+    start_step: int
+    end_step: int
+    status: Literal["pass", "fail"]
+    identical: bool = False  # the replayed end state is the stored one, bit for bit
+    max_abs: float | None = None  # of the model's tensors
+    rel_l2: float | None = None
+    replayed_digest: str | None = None
+    summary: str = ""
+    wall_s: float | None = None
+
+    @property
+    def steps(self) -> str:
+        return f"steps {self.start_step}–{self.end_step}"
+
+
+class SegmentReplay(_Model):
+    """A segment audit: the chain, which segments were replayed (seeded by the audit date), each comparison."""
+
+    total: int
+    selected: list[int] = Field(default_factory=list)
+    basis: str = ""  # what seeded the selection
+    chain: list[ChainLink] = Field(default_factory=list)
+    checks: list[SegmentCheck] = Field(default_factory=list)
+    replayed_steps: int = 0
+    total_steps: int = 0
+
+    @property
+    def failed(self) -> list[SegmentCheck]:
+        return [c for c in self.checks if c.status == "fail"]
+
+
 class AuditResult(_Model):
     audit_id: str
     model: ModelInfo
@@ -153,6 +197,10 @@ class AuditResult(_Model):
     runner: str | None = None
     #: every calibration of this version (newest last): run id, when, from how many reruns, and which judged
     calibrations: list[dict[str, Any]] = Field(default_factory=list)
+    segments: SegmentReplay | None = None  # a segment audit (``pipeline.audit_segments``); None: a full rebuild
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        doc = self.model_dump(mode="json")
+        if doc.get("segments") is None:  # a full rebuild's evidence stays as it was
+            doc.pop("segments", None)
+        return doc

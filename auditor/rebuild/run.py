@@ -12,7 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from auditor.contract import EVALUATION_FILE, METRICS_FILE, RECORD_FILE, WEIGHTS_FILE, rebuild_env
+from auditor.contract import (
+    CHECKPOINT_FILE,
+    ENV_RESUME_CHECKPOINT,
+    ENV_STOP_STEP,
+    EVALUATION_DIR,
+    EVALUATION_FILE,
+    EVALUATION_STATUS_FILE,
+    METRICS_FILE,
+    RECORD_FILE,
+    WEIGHTS_FILE,
+    rebuild_env,
+)
 from auditor.errors import BadInput, InputUnrecoverable, MalformedRecord, RecipeCrashed
 from auditor.lineage.record import RunRecord
 
@@ -48,7 +59,32 @@ class RunResult:
     wall_s: float
     accelerator_s: float | None
     log_tail: str
-    evaluated: bool = False
+    evaluated: bool = False  # this run evaluated the weights it was given instead of training
+    #: ``then_train``: what the forked evaluation of the given weights left (None: the script never asked for them)
+    evaluation: dict[str, Any] | None = None
+    evaluation_s: float | None = None
+    evaluation_crash: str | None = None  # the last line of its log, when the evaluation failed
+    checkpoint: Path | None = None  # segment replay: the end state left at REPRO_STOP_STEP
+
+
+def forked_evaluation(output_dir: Path) -> tuple[dict[str, Any] | None, float | None, str | None]:
+    """(metrics, seconds, crash) of the evaluation a ``then_train`` run forked, from its folder."""
+    folder = output_dir / EVALUATION_DIR
+    status_path = folder / EVALUATION_STATUS_FILE
+    if not status_path.exists():
+        return None, None, None
+    status = json.loads(status_path.read_text())
+    seconds = status.get("seconds")
+    log = (folder / "evaluation.log").read_text(errors="replace") if (folder / "evaluation.log").exists() else ""
+    if status.get("exit_code") != 0:
+        return None, seconds, crash_signature(log) or f"the evaluation exited with code {status.get('exit_code')}"
+    if not (folder / EVALUATION_FILE).exists():
+        return None, seconds, None  # it asked for the weights but never logged an evaluation of them
+    try:
+        metrics = json.loads((folder / METRICS_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        return None, seconds, f"the evaluation left no readable {METRICS_FILE}: {exc}"
+    return (metrics if isinstance(metrics, dict) else None), seconds, None
 
 
 def crash_signature(log_tail: str) -> str:
@@ -75,18 +111,35 @@ def run_recipe(
     timeout_s: float,
     seed: int | None = None,
     evaluate: Path | None = None,
+    then_train: bool = False,
+    resume: Path | None = None,
+    stop_step: int | None = None,
 ) -> RunResult:
-    """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``)."""
+    """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``).
+
+    ``then_train``: evaluate ``evaluate`` in a child the script's process forks, then train in that
+    process (one interpreter for both: ``RunResult.evaluation``). ``resume``/``stop_step``: a segment
+    replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``).
+    """
     from auditor.judge.weights import sha256_file
     from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
 
     output_dir.mkdir(parents=True, exist_ok=False)
+    extra: dict[str, str] = {}
+    if resume is not None:  # inside the output folder, so every runner (process, docker) sees it
+        import shutil
+
+        shutil.copyfile(resume, output_dir / "resume.safetensors")
+        extra[ENV_RESUME_CHECKPOINT] = "resume.safetensors"
+    if stop_step is not None:
+        extra[ENV_STOP_STEP] = str(int(stop_step))
     environment = record.environment
     spec = RunSpec(
         argv=list(record.code.entrypoint or []),
         cwd=workspace.project_dir,
         output_dir=output_dir,
-        env={**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None), "HOME": str(_home(workspace))},
+        env={**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train),
+             **extra, "HOME": str(_home(workspace))},
         data=workspace.data_dirs,
         config_file=workspace.config_path,
         timeout_s=timeout_s,
@@ -120,6 +173,7 @@ def run_recipe(
             own_record = RunRecord.from_json((output_dir / RECORD_FILE).read_bytes(), source=str(output_dir))
         except MalformedRecord:
             own_record = None
+    evaluation, evaluation_s, evaluation_crash = forked_evaluation(output_dir) if then_train else (None, None, None)
     return RunResult(
         output_dir=output_dir,
         metrics=metrics,
@@ -130,4 +184,8 @@ def run_recipe(
         accelerator_s=outcome.accelerator_s,
         log_tail=outcome.log_tail,
         evaluated=(output_dir / EVALUATION_FILE).exists(),
+        evaluation=evaluation,
+        evaluation_s=evaluation_s,
+        evaluation_crash=evaluation_crash,
+        checkpoint=output_dir / CHECKPOINT_FILE if (output_dir / CHECKPOINT_FILE).exists() else None,
     )

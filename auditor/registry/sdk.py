@@ -31,13 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from auditor.contract import (
+    CHECKPOINT_FILE,
     ENV_CONFIG,
     ENV_DETERMINISTIC,
+    ENV_EVALUATE_THEN_TRAIN,
     ENV_EVALUATE_WEIGHTS,
     ENV_OUTPUT_DIR,
+    ENV_RESUME_CHECKPOINT,
     ENV_SEED,
+    ENV_STOP_STEP,
     ENV_TORCH_THREADS,
+    EVALUATION_DIR,
     EVALUATION_FILE,
+    EVALUATION_STATUS_FILE,
     METRICS_FILE,
     RECORD_FILE,
     WEIGHTS_FILE,
@@ -116,6 +122,8 @@ class Run:
         path = Path(raw)
         if not path.is_file():
             raise BadInput(f"rebuild mode: {ENV_EVALUATE_WEIGHTS}={raw} is not a file")
+        if not _evaluate_here(self):  # REPRO_EVALUATE_THEN_TRAIN: a forked child evaluated them; this process trains
+            return None
         # The audit trusts metrics as an evaluation of these weights only when the script asked for them.
         self._evaluated = path
         return path
@@ -162,7 +170,9 @@ class Run:
             raise BadInput("this run has no seed, so there is no seeded DataLoader generator", hint="pass seed= to track()")
         from auditor.seeds import dataloader_kwargs
 
-        return dataloader_kwargs(self.seeds)
+        kwargs = dataloader_kwargs(self.seeds)
+        _handed_out(self).append(kwargs["generator"])  # its state goes into every checkpoint
+        return kwargs
 
     @untraced  # the SDK's own reads are not the script's inputs
     def data_path(self, name: str) -> Path:
@@ -352,7 +362,8 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             if not rebuild:
                 from auditor.registry import tracking
 
-                run._session = tracking.start(self._tracking_uri, self._experiment)
+                with _generators_untouched():  # MLflow draws its run names from `random`: a rebuild would not
+                    run._session = tracking.start(self._tracking_uri, self._experiment)
                 run.run_id, run.tracking_uri = run._session.run_id, run._session.uri
         except BaseException:
             run._cleanup()
@@ -634,6 +645,9 @@ def _pin_torch_threads(env: Mapping[str, str], rebuild: bool) -> None:
 def _after_enter(tracker: track, run: Run) -> None:
     from auditor.lineage.gather import ArgparseSource
 
+    _CURRENT[:] = [run]
+    run._threads_at_enter = _thread_count()  # threads started later (an OpenMP pool) make a fork's child single-threaded
+
     if isinstance(tracker._config, ArgparseSource):
         if run.rebuild:
             _apply_recorded_args(tracker, run)
@@ -858,6 +872,7 @@ def _write_rebuild_outputs(run: Run) -> None:
         evaluated = getattr(run, "_evaluated", None)
         if evaluated is not None:
             (out / EVALUATION_FILE).write_text(json.dumps({"weights": str(evaluated)}) + "\n", encoding="utf-8")
+    _end_evaluation_child(run)
 
 
 def _pyfunc_spec(factory: str, kwargs: Mapping[str, Any] | None, example: Any, module: Any) -> dict[str, Any]:
@@ -947,3 +962,224 @@ def _record_of_run(registry: Any, run_id: str) -> tuple[RunRecord, str | None]:
     where = f"run {run_id} (artifact {RECORD_ARTIFACT})"
     record = RunRecord.from_json(raw, source=where)
     return record, registry._load_diff(run_id, record, where)
+
+
+# -- re-evaluating the registered weights in the rebuild's own process (REPRO_EVALUATE_THEN_TRAIN) ---------
+def _evaluate_here(run: Run) -> bool:
+    """Whether this process evaluates the weights it was given (True) or trains (False).
+
+    Without ``REPRO_EVALUATE_THEN_TRAIN`` it evaluates, as the contract always said. With it, the first
+    call forks: the child evaluates (its outputs and log in ``REPRO_OUTPUT_DIR/evaluation``, and it ends
+    when the block does), the parent waits for it, writes its exit status beside them, and trains. One
+    interpreter, one set of imports and one capture serve both; the child's memory is its own.
+    """
+    decided = getattr(run, "_evaluate_decided", None)
+    if decided is not None:
+        return decided
+    if run._env.get(ENV_EVALUATE_THEN_TRAIN) != "1" or not hasattr(os, "fork") or run._output_dir is None:
+        run._evaluate_decided = True
+        return True
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # CUDA cannot be used in a forked child
+            run._evaluate_decided = True
+            return True
+    except ImportError:
+        pass
+    # A fork copies no threads: a child that enters an OpenMP pool its parent started (the first parallel torch
+    # operation starts it) waits forever for the pool's threads. Such a child evaluates on one thread.
+    pool_started = _thread_count() > getattr(run, "_threads_at_enter", 0)
+    folder = run._output_dir / EVALUATION_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: evaluate into its own folder, then end (see _end_evaluation_child)
+        log_fd = os.open(folder / "evaluation.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        run._output_dir = folder
+        run._scratch = Path(tempfile.mkdtemp(prefix="repro-evaluate-"))
+        if pool_started:
+            _one_thread()
+        run._evaluation_child = True
+        run._evaluate_decided = True
+        return True
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    status_doc = {"exit_code": code, "seconds": round(time.monotonic() - started, 3)}
+    (folder / EVALUATION_STATUS_FILE).write_text(json.dumps(status_doc) + "\n", encoding="utf-8")
+    run._evaluate_decided = False
+    return False
+
+
+def _thread_count() -> int:
+    """This process's OS threads (Linux ``/proc``); unknown counts as many."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1 << 20
+
+
+def _one_thread() -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    log.warning("repro: the script ran parallel torch code before asking for the weights to evaluate, so they are evaluated "
+                "on one thread (metrics agree to float resolution); ask for run.weights_to_evaluate first to keep the recorded count")
+    torch.set_num_threads(1)
+
+
+def _end_evaluation_child(run: Run) -> None:
+    """In the forked evaluation child, end the process once its outputs are written (the parent trains)."""
+    if not getattr(run, "_evaluation_child", False):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    shutil.rmtree(run._scratch, ignore_errors=True)
+    os._exit(1 if run.failed else 0)
+
+
+# -- checkpoint chains and segment replay (auditor.segments) ----------------------------------------------
+class _generators_untouched:  # noqa: N801 - a context manager used like a function
+    """Keep Python's and NumPy's global generator states across code that is not the script's (MLflow's run names).
+
+    Training logs to MLflow and a rebuild does not: whatever MLflow draws would shift the script's own draws
+    at training time only, and the first segment's end state (and any draw the script makes) would differ.
+    """
+
+    def __enter__(self) -> None:
+        import random
+
+        self._python = random.getstate()
+        numpy = sys.modules.get("numpy")
+        self._numpy = numpy.random.get_state() if numpy is not None else None
+
+    def __exit__(self, *exc: Any) -> None:
+        import random
+
+        random.setstate(self._python)
+        if self._numpy is not None:
+            sys.modules["numpy"].random.set_state(self._numpy)
+
+
+_CURRENT: list[Run] = []  # the run of the innermost track()/start(), for auditor.checkpoint(...)
+
+
+def _handed_out(run: Run) -> list[Any]:
+    generators = getattr(run, "_generators", None)
+    if generators is None:
+        generators = run._generators = []
+    return generators
+
+
+def _current(run: Run | None) -> Run:
+    if run is not None:
+        return run
+    if not _CURRENT:
+        raise BadInput("auditor.checkpoint() was called outside auditor.track()/start()", hint="call it inside the tracked block")
+    return _CURRENT[-1]
+
+
+def _stop_step(run: Run) -> int | None:
+    return _env_int(run._env, ENV_STOP_STEP) if run.rebuild else None
+
+
+def _save_checkpoint(run: Run, step: int, model: Any, optimizer: Any, loader_state: Any, generators: Sequence[Any]) -> str | None:
+    from auditor import segments
+
+    links = getattr(run, "_chain", None)
+    if links is None:
+        links = run._chain = {}
+    if step in links:
+        return links[step]
+    state = {"model": model, "optimizer": optimizer, "loader_state": loader_state, "generators": [*_handed_out(run), *generators]}
+    if run.rebuild:  # a replay leaves only the end state it was asked for; a full rebuild leaves none
+        stop = _stop_step(run)
+        if stop is None or step != stop:
+            return None
+        digest = segments.save(run._output_dir / CHECKPOINT_FILE, step, **state)
+        links[step] = digest
+        return digest
+    started = time.perf_counter()
+    folder = run._scratch / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = folder / f"step-{step}.safetensors"
+    digest = segments.save(staged, step, **state)
+    named = staged.with_name(f"{digest}.safetensors")
+    staged.replace(named)
+    size = named.stat().st_size
+    uri = named.as_uri()
+    if run._session is not None:  # content-addressed in the run's artifact store
+        run._session.client.log_artifact(run.run_id, str(named), artifact_path=segments.STORE_FOLDER)
+        uri = f"runs:/{run.run_id}/{segments.store_path(digest)}"
+        named.unlink()
+    artifact = Artifact(name=segments.artifact_name(step), uri=uri, sha256=digest, size=size)
+    run.record.outputs.artifacts = [*run.record.outputs.artifacts, artifact]
+    links[step] = digest
+    run.checkpoint_seconds = getattr(run, "checkpoint_seconds", 0.0) + time.perf_counter() - started
+    return digest
+
+
+def checkpoint(step: int, *, model: Any, optimizer: Any = None, loader_state: Mapping[str, Any] | None = None,
+               generators: Sequence[Any] = (), run: Run | None = None) -> str | None:
+    """Save a checkpoint after ``step``: weights, optimizer state, every generator's state, the loader's position.
+
+    Safetensors only (tensors, plus JSON of the rest: never a pickle), stored content-addressed in the
+    run's artifacts (``checkpoints/<sha256>.safetensors``) and listed in the record's chain as
+    ``checkpoint@<step>``. Returns the sha256, or None in a rebuild that was not asked to stop here.
+    ``generators`` are ``torch.Generator`` s of the script's own (the SDK's loader generator is included).
+    """
+    return _save_checkpoint(_current(run), int(step), model, optimizer, loader_state, generators)
+
+
+def checkpoint_every(k: int, *, run: Run | None = None) -> None:
+    """Make ``auditor.step_done(step, ...)`` save a checkpoint every ``k`` steps."""
+    if int(k) < 1:
+        raise BadInput(f"checkpoint_every({k}): k must be a positive number of steps")
+    _current(run)._every = int(k)
+
+
+def step_done(step: int, *, model: Any, optimizer: Any = None, loader_state: Mapping[str, Any] | None = None,
+              generators: Sequence[Any] = (), run: Run | None = None) -> bool:
+    """Call after every optimisation step: saves the every-k checkpoint, and says (True) when training must stop.
+
+    In a segment replay (``REPRO_STOP_STEP``) it saves the end state at that step and returns True, so
+    ``if auditor.step_done(step, model=m, optimizer=o, loader_state={...}): break`` is the whole change.
+    """
+    current = _current(run)
+    step = int(step)
+    stop = _stop_step(current)
+    every = getattr(current, "_every", None)
+    if (every and step % every == 0) or (stop is not None and step == stop):
+        _save_checkpoint(current, step, model, optimizer, loader_state, generators)
+    return stop is not None and step >= stop
+
+
+def resume(*, model: Any = None, optimizer: Any = None, generators: Sequence[Any] = (), run: Run | None = None) -> Any:
+    """In a segment replay, restore the start checkpoint (``REPRO_RESUME_CHECKPOINT``) and return it; else None.
+
+    Loads the weights into ``model``, the optimizer state into ``optimizer``, and every generator's
+    state (Python, NumPy, torch, CUDA, the SDK's loader generator, ``generators``); the returned
+    ``Restored`` holds ``step`` (go on from step + 1) and ``loader_state`` (as the script saved it).
+    """
+    from auditor import segments
+
+    current = _current(run)
+    raw = current._env.get(ENV_RESUME_CHECKPOINT) if current.rebuild else None
+    if not raw:
+        return None
+    path = Path(raw)
+    if not path.is_absolute() and current._output_dir is not None:
+        path = current._output_dir / path
+    if not path.is_file():
+        raise BadInput(f"rebuild mode: {ENV_RESUME_CHECKPOINT}={raw} is not a file")
+    return segments.restore(path, model=model, optimizer=optimizer, generators=[*_handed_out(current), *generators])
+
+
+def stop_step(run: Run | None = None) -> int | None:
+    """In a segment replay, the step training stops at (``REPRO_STOP_STEP``); else None."""
+    return _stop_step(_current(run))

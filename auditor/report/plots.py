@@ -1,4 +1,4 @@
-"""Metric-against-band pictures as inline SVG (matplotlib, Agg-free SVG canvas, imported lazily).
+"""Metric-against-band pictures as inline SVG, written by hand (no plotting library).
 
 The pictures hold numbers only: metric names and other text from the audit
 stay in the HTML around them, where the template escapes them. So the SVG
@@ -8,19 +8,11 @@ markup can be inlined as-is without ever carrying data into markup.
 from __future__ import annotations
 
 import math
-import re
-import threading
 from typing import Any
 
 from markupsafe import Markup
 
 from auditor.judge.result import MetricResult
-
-# Fixed salt and no date: the same evidence gives the same bytes, so a report
-# can be re-rendered from its JSON and compared.
-_RC = {"svg.hashsalt": "repro-audit", "svg.fonttype": "path", "font.size": 8, "font.family": "DejaVu Sans"}
-_LOCK = threading.Lock()  # rc_context mutates process-global state
-_IDS = re.compile(r'(id="|url\(#|xlink:href="#|href="#)([^")]+)')
 
 COLORS = {"band": "#cfe8d5", "spread": "#6b8f71", "registered": "#1f3b73", "inside": "#2e7d32", "outside": "#c62828"}
 
@@ -37,8 +29,24 @@ def _limits(values: list[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
+def _ticks(lo: float, hi: float) -> tuple[list[float], int]:
+    """About five round tick positions in [lo, hi], and the decimals that tell them apart."""
+    span = hi - lo
+    raw = span / 5 if span > 0 else 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step) * step
+    ticks = [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+    decimals = max(0, -math.floor(math.log10(step) + 1e-12)) + (1 if step / power == 2.5 else 0)
+    return ticks, decimals
+
+
 def metric_svg(metric: MetricResult, index: int) -> Markup | None:
-    """One strip for one metric: band, calibration spread, registered value, each rerun. None if nothing to draw."""
+    """One strip for one metric: band, calibration spread, registered value, each rerun. None if nothing to draw.
+
+    Written by hand (no matplotlib: its import and first figure cost about a second of every audit's
+    report): the same evidence gives the same bytes, and every value in the markup is a number we format.
+    """
     registered = _num(metric.registered)
     reruns = [v for v in (_num(x) for x in metric.rebuilt) if v is not None]
     band = metric.band
@@ -48,41 +56,39 @@ def metric_svg(metric: MetricResult, index: int) -> Markup | None:
         values += [v for v in (_num(band.lower), _num(band.upper)) if v is not None]
     if not values:
         return None
-    from matplotlib import rc_context
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
+    width, height, left, right, top, axis = 461, 79, 14, 447, 6, 54  # the axes' box in px, the x axis at y=axis
+    lo, hi = _limits(values)
 
-    with _LOCK, rc_context(_RC):
-        fig = Figure(figsize=(6.4, 1.1), dpi=72)
-        FigureCanvasSVG(fig)
-        ax = fig.add_axes((0.03, 0.34, 0.94, 0.6))
-        if band and _num(band.lower) is not None and _num(band.upper) is not None:
-            ax.axvspan(band.lower, band.upper, color=COLORS["band"], zorder=0)
-            ax.axvline(band.lower, color=COLORS["spread"], lw=0.8)
-            ax.axvline(band.upper, color=COLORS["spread"], lw=0.8)
-        mean, std = _num(spread.get("mean")), _num(spread.get("std"))
-        if mean is not None and std is not None:
-            ax.errorbar([mean], [0.75], xerr=[[std], [std]], fmt="|", color=COLORS["spread"], capsize=3, lw=1.2)
-        lo, hi = _num(spread.get("min")), _num(spread.get("max"))
-        if lo is not None and hi is not None:
-            ax.plot([lo, hi], [0.75, 0.75], color=COLORS["spread"], lw=0.6, ls=":")
-        if registered is not None:
-            ax.plot([registered], [0.5], marker="D", ms=7, color=COLORS["registered"], ls="none")
-        for value in reruns:
-            inside = band is None or band.lower <= value <= band.upper
-            ax.plot([value], [0.25], marker="o", ms=6, ls="none", color=COLORS["inside" if inside else "outside"])
-        ax.set_ylim(0, 1)
-        ax.set_xlim(*_limits(values))
-        ax.set_yticks([])
-        for side in ("left", "right", "top"):
-            ax.spines[side].set_visible(False)
-        ax.tick_params(axis="x", labelsize=7)
-        from io import StringIO
+    def x(v: float) -> str:
+        return f"{left + (v - lo) / (hi - lo) * (right - left):.2f}"
 
-        out = StringIO()
-        fig.savefig(out, format="svg", metadata={"Date": None, "Creator": None})
-    svg = out.getvalue()
-    svg = svg[svg.index("<svg") :]
-    # Several SVGs share one HTML document: keep their ids (clip paths, markers) apart.
-    svg = _IDS.sub(lambda m: f"{m.group(1)}m{index}-{m.group(2)}", svg)
-    return Markup(svg)  # noqa: S704 - numbers only, see module docstring
+    def y(fraction: float) -> str:  # 0 at the axis, 1 at the top
+        return f"{axis - fraction * (axis - top):.2f}"
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+             f'class="metric-strip" id="m{index}" role="img">']
+    if band and _num(band.lower) is not None and _num(band.upper) is not None:
+        parts.append(f'<rect x="{x(band.lower)}" y="{top}" width="{float(x(band.upper)) - float(x(band.lower)):.2f}" height="{axis - top}" fill="{COLORS["band"]}"/>')
+        for edge in (band.lower, band.upper):
+            parts.append(f'<line x1="{x(edge)}" y1="{top}" x2="{x(edge)}" y2="{axis}" stroke="{COLORS["spread"]}" stroke-width="0.8"/>')
+    mean, std = _num(spread.get("mean")), _num(spread.get("std"))
+    if mean is not None and std is not None:
+        a, b, c = x(mean - std), x(mean + std), y(0.75)
+        parts.append(f'<path d="M{a} {c}H{b}M{a} {float(c) - 3:.2f}v6M{b} {float(c) - 3:.2f}v6M{x(mean)} {float(c) - 4:.2f}v8" '
+                     f'stroke="{COLORS["spread"]}" stroke-width="1.2" fill="none"/>')
+    smin, smax = _num(spread.get("min")), _num(spread.get("max"))
+    if smin is not None and smax is not None:
+        parts.append(f'<line x1="{x(smin)}" y1="{y(0.75)}" x2="{x(smax)}" y2="{y(0.75)}" stroke="{COLORS["spread"]}" stroke-width="0.6" stroke-dasharray="1,2"/>')
+    if registered is not None:
+        cx, cy = float(x(registered)), float(y(0.5))
+        parts.append(f'<path d="M{cx:.2f} {cy - 5:.2f}L{cx + 5:.2f} {cy:.2f}L{cx:.2f} {cy + 5:.2f}L{cx - 5:.2f} {cy:.2f}Z" fill="{COLORS["registered"]}"/>')
+    for value in reruns:
+        inside = band is None or band.lower <= value <= band.upper
+        parts.append(f'<circle cx="{x(value)}" cy="{y(0.25)}" r="3" fill="{COLORS["inside" if inside else "outside"]}"/>')
+    parts.append(f'<line x1="{left}" y1="{axis}" x2="{right}" y2="{axis}" stroke="#000" stroke-width="0.8"/>')
+    ticks, decimals = _ticks(lo, hi)
+    for tick in ticks:
+        parts.append(f'<line x1="{x(tick)}" y1="{axis}" x2="{x(tick)}" y2="{axis + 3.5}" stroke="#000" stroke-width="0.8"/>'
+                     f'<text x="{x(tick)}" y="{axis + 13}" font-size="7" font-family="DejaVu Sans, sans-serif" text-anchor="middle">{tick:.{decimals}f}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))  # noqa: S704 - numbers only, see module docstring
