@@ -309,10 +309,10 @@ KUBERNETES_SETTINGS = (
 _TOP_LEVEL = (
     TRACKING_URI, REGISTRY_URI, HOME, SNAPSHOT_STORE, REPORTS, RUNNER, REBUILD_TIMEOUT_S, RETRY_DELAY_S,
     NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
-    LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND, PRODUCTION_ALIASES,
+    LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND, PRODUCTION_ALIASES, *AIRFLOW_SETTINGS,
 )
 #: every setting, in the order the docs list them
-SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS + AIRFLOW_SETTINGS
+SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
 
@@ -376,6 +376,11 @@ class Settings:
     lock_retention_days: int = LOCK_RETENTION_DAYS.default
     rebuild_backend: str = REBUILD_BACKEND.default
     production_aliases: tuple[str, ...] = PRODUCTION_ALIASES.default
+    notify_email: str | None = NOTIFY_EMAIL.default
+    smtp_conn_id: str = SMTP_CONN_ID.default
+    mlflow_conn_id: str = MLFLOW_CONN_ID.default
+    s3_conn_id: str = S3_CONN_ID.default
+    training_asset: str = TRAINING_ASSET.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property

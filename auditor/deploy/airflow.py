@@ -8,7 +8,7 @@ objects (the settings it reads while parsing go through ``Setting.get_or_default
   OUT_OF_TOLERANCE fail with ``AirflowFailException`` (no retry changes them), after the verdict is
   published and pushed to XCom so the ``all_done`` summary lists it; ERROR is retried: a try with retries
   left publishes nothing (``publish_error=False``) so the retry audits afresh, and the last try publishes
-  the ERROR verdict and fails.
+  the ERROR verdict and fails (a rerun for the same date re-reads it and fails without retry).
 - **Notifications.** ``failure_notifiers`` gives SMTP notifiers (the SMTP provider's ``SmtpNotifier``,
   through the Connection ``REPRO_SMTP_CONN_ID``) for a failed audit task and a failed DAG run, to
   ``REPRO_NOTIFY_EMAIL``; none when it is unset.
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 #: the asset alias every published report is an event of (one asset per report URI)
 REPORTS_ALIAS = "repro-audit-reports"
+#: the OpenLineage namespace of registered model versions (named ``models:/NAME/VERSION``)
+MODEL_NAMESPACE = "mlflow"
 
 
 class AuditFailed(Exception):
@@ -222,14 +224,15 @@ class AuditOperator(_PythonDecoratedOperator):
         detail = (row.get("error") or "").splitlines()[0][:300] if row.get("error") else ""
         message = f"{row['ref']} {row['verdict']}" + (f": {detail}" if detail else "") + (
             f" (report {row['report']})" if row.get("report") else "")
-        if outcome == "fail":
+        if outcome == "fail" or row.get("skipped"):  # an ERROR published for this date is re-read, not re-audited
             raise AirflowFailException(message)
         raise AuditFailed(message)
 
     # OpenLineage (the provider's DefaultExtractor calls these)
     def _model_ref(self) -> str | None:
-        if self.audit_row:
-            return self.audit_row.get("ref")
+        row = getattr(self, "audit_row", None)  # set by execute: absent when the START event is built
+        if row:
+            return row.get("ref")
         pick = (self.op_kwargs or {}).get("pick")
         if isinstance(pick, Mapping):
             return pick.get("ref")
@@ -239,12 +242,11 @@ class AuditOperator(_PythonDecoratedOperator):
         from airflow.providers.openlineage.extractors import OperatorLineage
 
         settings = getattr(self, "lineage_settings", None)
-        registry = _redacted(settings.tracking_uri) if settings else "mlflow"
         inputs, outputs = [], []
         ref = self._model_ref()
-        if ref:
-            inputs.append(_dataset(registry, ref))
-        row = self.audit_row or {}
+        if ref:  # one namespace at START and at the end (the tracking URI is resolved only once the task runs)
+            inputs.append(_dataset(MODEL_NAMESPACE, ref))
+        row = getattr(self, "audit_row", None) or {}
         if complete and row.get("report") and settings is not None:
             evidence, present = _published(row["report"], settings)
             store = _redacted(settings.snapshot_store)

@@ -28,7 +28,7 @@ def test_every_verdict_in_the_exit_code_table_has_a_task_outcome():
         assert verdict.value in EXIT_CODES
 
 
-def test_an_error_with_retries_left_is_raised_unpublished_and_the_retry_audits_afresh(world, monkeypatch):
+def test_an_error_with_retries_left_is_raised_unpublished_and_the_retry_audits_afresh(world, monkeypatch):  # noqa: F811
     registry, info, settings = world
     calls = []
 
@@ -52,7 +52,7 @@ def test_an_error_with_retries_left_is_raised_unpublished_and_the_retry_audits_a
     assert row["verdict"] == "REPRODUCED_BITWISE" and not row["skipped"] and len(calls) == 2
 
 
-def test_the_last_try_publishes_the_error(world, monkeypatch):
+def test_the_last_try_publishes_the_error(world, monkeypatch):  # noqa: F811
     registry, info, settings = world
 
     def prepare(*_a, **_k):
