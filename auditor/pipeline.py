@@ -597,7 +597,8 @@ def audit_and_publish(
 def sample(date: str, *, settings: Settings | None = None, models: str | None = None) -> dict[str, Any]:
     """Tonight's sample from the registry under the configured budget (see ``auditor.sampling``).
 
-    ``models``, a shell pattern (``credit-*``), keeps only the registered models whose name matches.
+    ``models``, a shell pattern, keeps only the versions whose name (``credit-*``) or ``NAME/VERSION``
+    (``credit-scorer/3``) matches.
     """
     from fnmatch import fnmatchcase
 
@@ -606,7 +607,7 @@ def sample(date: str, *, settings: Settings | None = None, models: str | None = 
     settings = settings or get_settings()
     candidates = []
     for info in _registry(settings).list_versions():
-        if models and not fnmatchcase(info.name, models):
+        if models and not (fnmatchcase(info.name, models) or fnmatchcase(f"{info.name}/{info.version}", models)):
             continue
         candidate = Candidate.from_tags(info.name, str(info.version), info.aliases, dict(info.tags))
         if info.train_seconds and TAG_COST_HOURS not in info.tags:

@@ -102,7 +102,7 @@ def audit_each(picks: Any) -> Any:
         "date": Param(None, type=["null", "string"], format="date", description="audit as of this date (default: the logical date)"),
         "max_models": Param(None, type=["null", "integer"], minimum=1, description="models tonight (default REPRO_NIGHTLY_MAX_MODELS)"),
         "budget_hours": Param(None, type=["null", "number"], exclusiveMinimum=0, description="accelerator-hours tonight (default REPRO_NIGHTLY_BUDGET_HOURS)"),
-        "models": Param(None, type=["null", "string"], description="only models whose name matches this shell pattern, e.g. credit-*"),
+        "models": Param(None, type=["null", "string"], description="only versions whose NAME or NAME/VERSION matches this shell pattern, e.g. credit-* or credit-scorer/3"),
     },
     tags=["repro-audit", "audit", "nightly"],
     doc_md=__doc__,

@@ -80,7 +80,7 @@ def _name(report: str | None) -> str | None:
 
 def _run_nightly(seeded, airflow_db, run_in_airflow, tmp_path: Path, times: int) -> list[dict[str, Any]]:
     env = {**airflow_db, **seeded.env, "PROBE_DATE": DATE, "PROBE_TIMES": str(times)}
-    return run_in_airflow(NIGHTLY, env, cwd=tmp_path)
+    return run_in_airflow(NIGHTLY, env, cwd=tmp_path, timeout=1800)  # the ERROR version is rebuilt on each of its 3 tries
 
 
 def test_the_nightly_dag_reports_every_sampled_model_once_per_date_and_lists_every_failure_as_an_error(
