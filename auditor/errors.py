@@ -175,6 +175,15 @@ def exit_code(outcome: BaseException | str) -> int:
     return EXIT_CODES[str(outcome)]
 
 
+#: what an orchestrator does with a task whose audit gave a verdict, by its exit code (one table: ``EXIT_CODES``)
+TASK_OUTCOMES: dict[int, str] = {0: "success", 1: "fail", 3: "retry"}
+
+
+def task_outcome(verdict: str) -> str:
+    """``success`` (reproduced), ``fail`` (not reproduced or out of tolerance: no retry changes it) or ``retry`` (ERROR)."""
+    return TASK_OUTCOMES[EXIT_CODES[str(verdict)]]
+
+
 def describe(exc: BaseException) -> str:
     """The text a failure is reported with: ours as they are, anything else named by its type."""
     return str(exc) if isinstance(exc, ReproError) else f"unexpected {type(exc).__name__}: {exc}"

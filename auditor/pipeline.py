@@ -885,7 +885,8 @@ def _published_evidence(info, date: str, settings: Settings) -> dict[str, Any] |
 
 
 def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, reruns: int, settings: Settings, progress: Progress,
-                     rebuild_step: Callable[[_Audit], list[RunResult]] | None = None) -> Published:
+                     rebuild_step: Callable[[_Audit], list[RunResult]] | None = None,
+                     publish_error: bool = True) -> Published:
     from auditor.report.evidence import audit_of
     from auditor.report.publish import publish
 
@@ -896,6 +897,9 @@ def _publish_version(registry, info, *, date: str, audit_run: str, runner: str, 
     else:
         result = _audit_version(registry, info, runner=runner, reruns=reruns, date=date, audit_run=audit_run, settings=settings, progress=progress,
                                 rebuild_step=rebuild_step)
+        if result.verdict is Verdict.ERROR and not publish_error:  # an orchestrator retry audits it afresh
+            raise InfrastructureError(f"{info.ref}: verdict ERROR, not published yet: {result.error}",
+                                      hint="retried; the last try publishes the ERROR verdict")
     progress("publishing the report")
     log.info("publish %s: %s to %s", info.ref, result.verdict.value, settings.reports)
     publication = _publish_keeping_verdict(publish, result, settings)  # completes a half-done publish
@@ -1004,8 +1008,12 @@ def audit_and_publish(
     reruns: int = 1,
     settings: Settings | None = None,
     progress: Progress = _quiet,
+    publish_error: bool = True,
 ) -> dict[str, Any]:
     """``publish_audit`` for a task: returns ``{"ref", "verdict", "report", "error", "skipped"}``.
+
+    ``publish_error=False`` (a task with retries left) raises ``InfrastructureError`` for an ERROR
+    verdict instead of publishing it, so that the orchestrator's retry audits the version afresh.
 
     A model-level failure is a verdict (``ERROR`` or ``NOT_REPRODUCIBLE``), never an exception, and so
     is a version that cannot be resolved (deleted since sampling: that model's row says so); an
@@ -1022,21 +1030,31 @@ def audit_and_publish(
         raise
     except ReproError as exc:
         return {"ref": model_ref, "verdict": Verdict.ERROR.value, "report": None, "error": str(exc), "skipped": False}
-    return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress).row
+    return _publish_version(registry, info, date=date, audit_run=audit_run, runner=runner, reruns=reruns, settings=settings, progress=progress,
+                            publish_error=publish_error).row
 
 
-def sample(date: str, *, settings: Settings | None = None) -> dict[str, Any]:
-    """Tonight's sample from the registry under the configured budget (see ``auditor.sampling``)."""
+def sample(date: str, *, settings: Settings | None = None, models: str | None = None) -> dict[str, Any]:
+    """Tonight's sample from the registry under the configured budget (see ``auditor.sampling``).
+
+    ``models``, a shell pattern, keeps only the versions whose name (``credit-*``) or ``NAME/VERSION``
+    (``credit-scorer/3``) matches.
+    """
+    from fnmatch import fnmatchcase
+
     from auditor.sampling import Budget, Candidate, choose
 
     settings = settings or get_settings()
     candidates = []
     for info in _registry(settings).list_versions():
+        if models and not (fnmatchcase(info.name, models) or fnmatchcase(f"{info.name}/{info.version}", models)):
+            continue
         candidate = Candidate.from_tags(info.name, str(info.version), info.aliases, dict(info.tags))
         if info.train_seconds and TAG_COST_HOURS not in info.tags:
             candidate = Candidate(**{**candidate.__dict__, "cost_hours": info.train_seconds / 3600})
         candidates.append(candidate)
-    budget = Budget(max_models=settings.nightly_max_models, max_hours=settings.nightly_budget_hours)
+    budget = Budget(max_models=settings.nightly_max_models, max_hours=settings.nightly_budget_hours,
+                    production_aliases=settings.production_aliases)
     return choose(candidates, date, budget).to_dict()
 
 

@@ -2,8 +2,11 @@
 
 Order of preference (the reason is kept with each pick, for the summary):
 
-1. *must*: serving under a production alias, or materiality tier 1
-   (tag ``repro.tier``); tier first, then stalest;
+0. *not reproduced last time*: the latest audit before tonight gave a verdict
+   other than REPRODUCED_* (tag ``repro.audit.verdict``); tier first, then stalest;
+1. *must*: serving under a production alias (``Budget.production_aliases``,
+   from ``REPRO_PRODUCTION_ALIASES``), or materiality tier 1 (tag ``repro.tier``);
+   tier first, then stalest;
 2. *never audited*;
 3. *stale*: last audited more than ``stale_after_days`` before the logical date,
    stalest first;
@@ -25,10 +28,12 @@ import random
 from dataclasses import dataclass, field
 
 from auditor.errors import BadInput
-from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_TIER
+from auditor.settings import PRODUCTION_ALIASES
+from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_TIER, TAG_VERDICT
 
-PRODUCTION_ALIASES = frozenset({"production", "prod", "champion", "live", "serving"})
 DEFAULT_COST_HOURS = 0.25
+#: the verdicts that count as reproduced (``auditor.judge.result.Verdict``)
+REPRODUCED = frozenset({"REPRODUCED_BITWISE", "REPRODUCED_WITHIN_TOLERANCE"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class Candidate:
     last_audit_date: str | None = None  # logical date (YYYY-MM-DD) of the latest audit
     previous_audit_date: str | None = None  # the one before it, when the latest is tonight's
     cost_hours: float = DEFAULT_COST_HOURS
+    last_verdict: str | None = None  # the verdict of the latest audit (the one on ``last_audit_date``)
 
     @property
     def ref(self) -> str:
@@ -63,6 +69,7 @@ class Candidate:
             last_audit_date=tags.get(TAG_AUDIT_DATE),
             previous_audit_date=tags.get(TAG_AUDIT_PREVIOUS_DATE),
             cost_hours=max(0.0, number(TAG_COST_HOURS, float, DEFAULT_COST_HOURS)),
+            last_verdict=tags.get(TAG_VERDICT),
         )
 
 
@@ -98,6 +105,7 @@ class Budget:
     max_models: int = 5
     max_hours: float = 4.0
     stale_after_days: int = 30
+    production_aliases: tuple[str, ...] = PRODUCTION_ALIASES.default
 
 
 def _last_before(c: Candidate, date: str) -> str | None:
@@ -106,6 +114,17 @@ def _last_before(c: Candidate, date: str) -> str | None:
         return c.last_audit_date
     if c.previous_audit_date and c.previous_audit_date < date:
         return c.previous_audit_date
+    return None
+
+
+def _not_reproduced_before(c: Candidate, date: str) -> str | None:
+    """The verdict of the latest audit before ``date`` when it was not reproduced, else None.
+
+    Only an audit strictly before tonight counts, so a rerun for the same date samples the same
+    versions: tonight's own verdict does not move a version up.
+    """
+    if c.last_verdict and c.last_verdict not in REPRODUCED and c.last_audit_date and c.last_audit_date < date:
+        return c.last_verdict
     return None
 
 
@@ -121,11 +140,15 @@ def choose(candidates: list[Candidate], date: str, budget: Budget = Budget()) ->
         raise BadInput(f"logical date {date!r} is not YYYY-MM-DD") from None
     ordered: list[tuple[Candidate, str]] = []
     rest: list[Candidate] = []
-    must, never, stale = [], [], []
+    failed, must, never, stale = [], [], [], []
+    serving = {a.lower() for a in budget.production_aliases}
     for c in sorted(candidates, key=lambda c: (c.name, c.version)):
         last = _last_before(c, date)
-        production = sorted(set(a.lower() for a in c.aliases) & PRODUCTION_ALIASES)
-        if production or c.tier == 1:
+        production = sorted(set(a.lower() for a in c.aliases) & serving)
+        verdict = _not_reproduced_before(c, date)
+        if verdict:
+            failed.append((c.tier or 99, last or "", c, f"not reproduced last time ({verdict} on {c.last_audit_date})"))
+        elif production or c.tier == 1:
             why = f"serving under alias '{production[0]}'" if production else "materiality tier 1"
             must.append((c.tier or 99, last or "", c, why))
         elif last is None:
@@ -134,6 +157,7 @@ def choose(candidates: list[Candidate], date: str, budget: Budget = Budget()) ->
             stale.append((last, c, f"stale: last audited {last}"))
         else:
             rest.append(c)
+    ordered += [(c, why) for _, _, c, why in sorted(failed, key=lambda m: (m[0], m[1]))]
     ordered += [(c, why) for _, _, c, why in sorted(must, key=lambda m: (m[0], m[1]))]
     ordered += never
     ordered += [(c, why) for _, c, why in sorted(stale, key=lambda s: s[0])]

@@ -33,7 +33,7 @@ from auditor.errors import BadInput
 log = logging.getLogger(__name__)
 
 #: the types a setting can have: how its text is parsed
-TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs", "cron")
+TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs", "cron", "list")
 #: schedules Airflow accepts that are not cron expressions
 _AIRFLOW_SCHEDULES = {"@once", "@continuous"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -113,6 +113,8 @@ class Setting:
             raise self._bad(raw, "a boolean", hint="use true or false")
         if self.type == "cron":
             return self._cron(raw)
+        if self.type == "list":  # comma-separated names, compared stripped and lower-cased
+            return tuple(dict.fromkeys(item.strip().lower() for item in raw.split(",") if item.strip()))
         if self.type == "choice":
             lowered = raw.strip().lower()
             if lowered not in self.choices:
@@ -171,6 +173,8 @@ class Setting:
             return "-"
         if isinstance(self.default, bool):
             return str(self.default).lower()
+        if self.type == "list":
+            return ",".join(self.default)
         return str(self.default)
 
 
@@ -234,6 +238,10 @@ REQUIRE_OBJECT_LOCK = Setting(
 )
 LOCK_RETENTION_DAYS = Setting(
     "REPRO_LOCK_RETENTION_DAYS", "int", 365 * 7, "days a published object stays locked", "lock_retention_days",
+)
+PRODUCTION_ALIASES = Setting(
+    "REPRO_PRODUCTION_ALIASES", "list", ("champion", "live", "prod", "production", "serving"),
+    "aliases that mark a version as serving: always sampled (comma list)", "production_aliases",
 )
 REBUILD_BACKEND = Setting(
     "REPRO_REBUILD_BACKEND", "choice", "celery",
@@ -309,6 +317,26 @@ K8S_IMAGE_PULL_SECRET = Setting(
     "REPRO_K8S_IMAGE_PULL_SECRET", "str", None, "a pull secret, if the registry is private", "image_pull_secret",
 )
 
+# Airflow (read by auditor.deploy.airflow in the DAG processor and the task, never by the library).
+NOTIFY_EMAIL = Setting(
+    "REPRO_NOTIFY_EMAIL", "str", None,
+    "who is mailed (comma list) when an audit is not reproduced or a DAG run fails; unset: no mail", "notify_email",
+)
+SMTP_CONN_ID = Setting("REPRO_SMTP_CONN_ID", "str", "smtp_default", "the Airflow Connection the mail goes through", "smtp_conn_id")
+MLFLOW_CONN_ID = Setting(
+    "REPRO_MLFLOW_CONN_ID", "str", "repro_mlflow",
+    "the Airflow Connection holding the tracking URI (else MLFLOW_TRACKING_URI)", "mlflow_conn_id",
+)
+S3_CONN_ID = Setting(
+    "REPRO_S3_CONN_ID", "str", "repro_s3",
+    "the Airflow (aws) Connection holding the S3 endpoint and credentials (else AWS_* variables)", "s3_conn_id",
+)
+TRAINING_ASSET = Setting(
+    "REPRO_TRAINING_ASSET", "str", "mlflow://models",
+    "the Asset a training DAG updates (extra model_uri) to have the new version audited", "training_asset",
+)
+AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET)
+
 KUBERNETES_SETTINGS = (
     K8S_IMAGE, K8S_NAMESPACE, K8S_GPUS, K8S_CPU, K8S_MEMORY, K8S_WORK_SIZE, K8S_SERVICE_ACCOUNT, K8S_CONFIGMAP,
     K8S_SECRET, K8S_NODE_SELECTOR, K8S_PRIORITY_CLASS, K8S_IMAGE_PULL_SECRET,
@@ -316,7 +344,7 @@ KUBERNETES_SETTINGS = (
 _TOP_LEVEL = (
     TRACKING_URI, REGISTRY_URI, HOME, SNAPSHOT_STORE, REPORTS, RUNNER, REBUILD_TIMEOUT_S, RETRY_DELAY_S,
     NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
-    LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND,
+    LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND, PRODUCTION_ALIASES, *AIRFLOW_SETTINGS,
     SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
     MLFLOW_HTTP_RETRIES, MLFLOW_HTTP_TIMEOUT_S, OVERDUE_DAYS,
 )
@@ -391,6 +419,12 @@ class Settings:
     mlflow_http_retries: int = MLFLOW_HTTP_RETRIES.default
     mlflow_http_timeout_s: int = MLFLOW_HTTP_TIMEOUT_S.default
     overdue_days: int = OVERDUE_DAYS.default
+    production_aliases: tuple[str, ...] = PRODUCTION_ALIASES.default
+    notify_email: str | None = NOTIFY_EMAIL.default
+    smtp_conn_id: str = SMTP_CONN_ID.default
+    mlflow_conn_id: str = MLFLOW_CONN_ID.default
+    s3_conn_id: str = S3_CONN_ID.default
+    training_asset: str = TRAINING_ASSET.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property

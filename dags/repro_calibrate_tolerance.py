@@ -9,12 +9,10 @@ the settings when it runs.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.settings import RETRY_DELAY_S, get_settings
+from auditor.deploy.airflow import failure_notifiers, task_defaults
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -26,7 +24,8 @@ GPU_QUEUE = "gpu"
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=RETRY_DELAY_S.get_or_default())},
+    default_args=task_defaults(),
+    on_failure_callback=failure_notifiers("dag"),
     params={
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
@@ -37,12 +36,13 @@ GPU_QUEUE = "gpu"
     doc_md=__doc__,
 )
 def repro_calibrate_tolerance() -> None:
-    @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False)
+    @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False, on_failure_callback=failure_notifiers("task"))
     def calibrate(**context) -> dict:
         """Calibrate and store the bands; XCom gets each metric's [lower, upper], not the runs behind them."""
         from auditor import pipeline
+        from auditor.deploy.airflow import task_settings
 
-        settings = get_settings()
+        settings = task_settings()
         params = context["params"]
         bands = pipeline.calibrate(params["model_uri"], reruns=int(params["reruns"]), runner=settings.runner,
                                    settings=settings)

@@ -5,23 +5,30 @@ functions ``repro-audit nightly`` runs), imported inside the task so parsing thi
 file loads neither torch, mlflow nor boto3. Tasks are keyed on the model version
 and the logical date, and pass refs and report URIs through XCom, never payloads.
 
-Parsing reads only what cannot fail: the schedule and retry delay through reads that
-fall back to the default with a warning, and the route through ``parse_time_pod``,
-which falls back to celery. Each task resolves the settings once, when it runs, and
-passes them down.
+Parsing reads only what cannot fail: the schedule, retry delay, rebuild timeout and
+mail recipients through reads that fall back to the default with a warning, and the
+route through ``parse_time_pod``, which falls back to celery. Each task resolves the
+settings once, when it runs (the MLflow and S3 Connections over the environment,
+``auditor.deploy.airflow.task_settings``), and passes them down.
+
+The audit task's state is its verdict (``auditor.deploy.airflow.AuditOperator``):
+green when reproduced, failed without retry when not reproducible or out of
+tolerance, retried on ERROR; ``publish`` runs whatever they did. Trigger params
+(``date``, ``max_models``, ``budget_hours``, ``models``) override the logical date,
+the budget and which models are sampled.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import dag, get_current_context, task
+from airflow.sdk import Param, dag, get_current_context, task
 
 from auditor.deploy import check_route, parse_time_pod
-from auditor.settings import NIGHTLY_SCHEDULE, RETRY_DELAY_S, get_settings
+from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults
+from auditor.settings import NIGHTLY_SCHEDULE
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -30,8 +37,8 @@ GPU_QUEUE = "gpu"
 
 
 def _date(context: Mapping[str, Any]) -> str:
-    """The logical date as YYYY-MM-DD; a manual run without one falls back to its stored run_after, never now()."""
-    return context.get("ds") or context["dag_run"].run_after.date().isoformat()
+    """The ``date`` param, else the logical date as YYYY-MM-DD; a manual run without one falls back to its stored run_after."""
+    return (context.get("params") or {}).get("date") or context.get("ds") or context["dag_run"].run_after.date().isoformat()
 
 
 def make_audit_task() -> Any:
@@ -41,17 +48,19 @@ def make_audit_task() -> Any:
     an accelerator node) without touching the rest of the DAG.
     """
 
-    @task(task_id="audit", pool=GPU_POOL, queue=GPU_QUEUE, map_index_template="{{ model_ref }}", multiple_outputs=False)
-    def audit(pick: dict, **context) -> dict:
-        """Audit and publish one model; a model-level failure comes back as verdict ERROR, not as a raise."""
+    @audit_task(task_id="audit", pool=GPU_POOL, queue=GPU_QUEUE, map_index_template="{{ model_ref }}",
+                execution_timeout=audit_timeout())
+    def audit(pick: dict, publish_error: bool = True, **context) -> dict:
+        """Audit and publish one model; the verdict becomes the task's state (see ``AuditOperator``)."""
         from auditor import pipeline
+        from auditor.deploy.airflow import remember_settings, task_settings
 
-        settings = get_settings()
+        settings = remember_settings(context, task_settings())
         check_route("celery", settings)  # a kubernetes configuration the DAG file could not render fails here
         get_current_context()["model_ref"] = pick["ref"]  # names the mapped instance in the UI
         return pipeline.audit_and_publish(
             pick["ref"], date=_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
-            settings=settings,
+            settings=settings, publish_error=publish_error,
         )
 
     return audit
@@ -87,7 +96,14 @@ def audit_each(picks: Any) -> Any:
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=RETRY_DELAY_S.get_or_default())},
+    default_args=task_defaults(),
+    on_failure_callback=failure_notifiers("dag"),
+    params={
+        "date": Param(None, type=["null", "string"], format="date", description="audit as of this date (default: the logical date)"),
+        "max_models": Param(None, type=["null", "integer"], minimum=1, description="models tonight (default REPRO_NIGHTLY_MAX_MODELS)"),
+        "budget_hours": Param(None, type=["null", "number"], exclusiveMinimum=0, description="accelerator-hours tonight (default REPRO_NIGHTLY_BUDGET_HOURS)"),
+        "models": Param(None, type=["null", "string"], description="only versions whose NAME or NAME/VERSION matches this shell pattern, e.g. credit-* or credit-scorer/3"),
+    },
     tags=["repro-audit", "audit", "nightly"],
     doc_md=__doc__,
 )
@@ -100,8 +116,10 @@ def repro_nightly_audit() -> None:
         sample, with what was skipped and why, goes to XCom key ``sample`` for publish.
         """
         from auditor import pipeline
+        from auditor.deploy.airflow import nightly_settings, task_settings
 
-        chosen = pipeline.sample(_date(context), settings=get_settings())
+        params = context["params"]
+        chosen = pipeline.sample(_date(context), settings=nightly_settings(params, task_settings()), models=params.get("models"))
         context["ti"].xcom_push(key="sample", value=chosen)
         return chosen["picks"]
 
@@ -109,8 +127,9 @@ def repro_nightly_audit() -> None:
     def publish(sample: dict, results: list[dict], **context) -> dict:
         """Write the run summary and refresh the index; a sampled model with no result is listed as an error."""
         from auditor import pipeline
+        from auditor.deploy.airflow import task_settings
 
-        return pipeline.publish_summary(_date(context), sample, list(results), settings=get_settings())
+        return pipeline.publish_summary(_date(context), sample, list(results), settings=task_settings())
 
     picks = sample()
     results = audit_each(picks)

@@ -5,20 +5,22 @@ Triggered by hand with params ``model_uri`` (``models:/NAME/VERSION`` or
 ``auditor.pipeline.audit_and_publish`` (what ``repro-audit audit`` runs); the
 rebuilt artifact is kept with the report's evidence. Idempotent per model
 version and logical date: a second trigger for the same day publishes nothing new.
-Parsing reads only the retry delay and the runner param's default, through reads that
-cannot fail; the task resolves the settings when it runs.
+Parsing reads only the retry delay, rebuild timeout, mail recipients and the runner
+param's default, through reads that cannot fail; the task resolves the settings (and
+the MLflow and S3 Connections) when it runs. The task's state is the verdict, as in
+the nightly audit (``auditor.deploy.airflow.AuditOperator``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import Param, dag, task
+from airflow.sdk import Param, dag
 
-from auditor.settings import RETRY_DELAY_S, RUNNER, get_settings
+from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults
+from auditor.settings import RUNNER
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -35,7 +37,8 @@ def _date(context: Mapping[str, Any]) -> str:
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    default_args={"retries": 2, "retry_delay": timedelta(seconds=RETRY_DELAY_S.get_or_default())},
+    default_args=task_defaults(),
+    on_failure_callback=failure_notifiers("dag"),
     params={
         "model_uri": Param(
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
@@ -47,12 +50,13 @@ def _date(context: Mapping[str, Any]) -> str:
     doc_md=__doc__,
 )
 def repro_rebuild_model() -> None:
-    @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False)
-    def rebuild(**context) -> dict:
-        """Rebuild, judge and publish; returns the verdict and the report's URI (a failed rebuild is verdict ERROR)."""
+    @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
+    def rebuild(publish_error: bool = True, **context) -> dict:
+        """Rebuild, judge and publish; returns the verdict and the report's URI; the verdict is the task's state."""
         from auditor import pipeline
+        from auditor.deploy.airflow import remember_settings, task_settings
 
-        settings = get_settings()
+        settings = remember_settings(context, task_settings())
         params = context["params"]
         return pipeline.audit_and_publish(
             params["model_uri"],
@@ -61,6 +65,7 @@ def repro_rebuild_model() -> None:
             runner=params["runner"],
             reruns=int(params["reruns"]),
             settings=settings,
+            publish_error=publish_error,
         )
 
     rebuild()

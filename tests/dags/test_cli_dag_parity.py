@@ -30,7 +30,8 @@ from airflow.dag_processing.dagbag import DagBag
 bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
 if bag.import_errors:
     raise SystemExit(f"DAG import errors: {bag.import_errors}")
-run = bag.get_dag("repro_nightly_audit").test(logical_date=pendulum.parse(os.environ["PROBE_DATE"]))
+run = bag.get_dag("repro_nightly_audit").test(logical_date=pendulum.parse(os.environ["PROBE_DATE"]),
+                                             run_conf={"models": os.environ["PROBE_MODELS"]})
 json.dump({"state": str(run.state), "tasks": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}}, open(os.environ["PROBE_OUT"], "w"))
 """
 
@@ -55,7 +56,7 @@ def _forget_audit(seeded, ref: str, reports: Path) -> None:
 
 def test_the_cli_audit_and_the_nightly_dag_leave_the_same_tags(seeded_registry, airflow_db, run_in_airflow, tmp_path):
     seeded = seeded_registry
-    ref = seeded.versions["clean"]  # tier 1: the nightly's first pick, and the only one under a 1-model budget
+    ref = seeded.versions["clean"]  # picked alone by the nightly's models param (NAME/VERSION)
     reports = Path(seeded.env["REPRO_REPORTS"])
     env = {**os.environ, **seeded.env}
     _forget_audit(seeded, ref, reports)  # both start from the same state, whatever earlier tests audited
@@ -66,7 +67,8 @@ def test_the_cli_audit_and_the_nightly_dag_leave_the_same_tags(seeded_registry, 
 
     _forget_audit(seeded, ref, reports)
     assert _audit_tags(seeded, ref) == {}
-    night = run_in_airflow(NIGHTLY_ONCE, {**airflow_db, **seeded.env, "REPRO_NIGHTLY_MAX_MODELS": "1", "PROBE_DATE": DATE}, cwd=tmp_path)
+    night = run_in_airflow(NIGHTLY_ONCE, {**airflow_db, **seeded.env, "REPRO_NIGHTLY_MAX_MODELS": "1", "PROBE_DATE": DATE,
+                                    "PROBE_MODELS": ref.removeprefix("models:/")}, cwd=tmp_path)
     assert night["state"].endswith("success"), night["tasks"]
     by_dag = _audit_tags(seeded, ref)
 

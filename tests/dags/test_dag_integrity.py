@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
-DAG_IDS = {"repro_nightly_audit", "repro_rebuild_model", "repro_calibrate_tolerance"}
+DAG_IDS = {"repro_nightly_audit", "repro_rebuild_model", "repro_calibrate_tolerance", "repro_audit_registered_version"}
 GPU_TASKS = {
+    ("repro_audit_registered_version", "audit"),
     ("repro_nightly_audit", "audit"),
     ("repro_rebuild_model", "rebuild"),
     ("repro_calibrate_tolerance", "calibrate"),
@@ -33,6 +34,7 @@ ALLOWED_TOP_LEVEL = {
     "airflow.sdk",
     "auditor.settings",
     "auditor.deploy",
+    "auditor.deploy.airflow",
 }
 
 PARSE = r"""
@@ -51,7 +53,13 @@ for dag in bag.dags.values():
         "param_defaults": {k: dag.params.get_param(k).value for k in dag.params if dag.params.get_param(k).has_value},
         "tasks": {t.task_id: {"retries": t.retries, "retry_delay_s": t.retry_delay.total_seconds(), "pool": t.pool,
                               "queue": t.queue, "operator": getattr(t, "operator_class", type(t)).__name__, "trigger_rule": getattr(t.trigger_rule, "value", t.trigger_rule), "mapped": type(t).__name__.endswith("MappedOperator"),
-                              "upstream": sorted(t.upstream_task_ids)} for t in dag.tasks},
+                              "upstream": sorted(t.upstream_task_ids),
+                              "backoff": t.retry_exponential_backoff, "max_retry_delay_s": t.max_retry_delay.total_seconds() if t.max_retry_delay else None,
+                              "timeout_s": t.execution_timeout.total_seconds() if t.execution_timeout else None,
+                              "on_failure": len(t.on_failure_callback or []) if isinstance(t.on_failure_callback, list) else int(bool(t.on_failure_callback)),
+                              "outlets": [repr(o) for o in t.outlets],
+                              "links": sorted(getattr(t, "operator_extra_link_dict", {}) or [l.name for l in getattr(t, "operator_extra_links", ())])} for t in dag.tasks},
+        "on_failure": len(dag.on_failure_callback or []) if isinstance(dag.on_failure_callback, list) else int(bool(dag.on_failure_callback)),
     }
 json.dump(report, open(os.environ["PROBE_OUT"], "w"))
 """.replace("HEAVY", repr(HEAVY))
@@ -65,6 +73,9 @@ def parsed(airflow_env: dict[str, str], run_in_airflow) -> dict[str, Any]:
         "REPRO_RETRY_DELAY_S": "7",
         "REPRO_NIGHTLY_SCHEDULE": "30 3 * * 1-5",
         "REPRO_RUNNER": "docker",
+        "REPRO_REBUILD_TIMEOUT_S": "600",
+        "REPRO_NOTIFY_EMAIL": "audit@example.org",
+        "REPRO_TRAINING_ASSET": "mlflow://models/credit-scorer",
     }
     return run_in_airflow(PARSE, env)
 
@@ -114,7 +125,7 @@ def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_
 def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):
     assert parsed["heavy"] == []
     # Only settings (and what it needs) of the auditor is loaded while parsing: the pipeline waits for the task.
-    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors", "auditor.deploy"}
+    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors", "auditor.deploy", "auditor.deploy.airflow"}
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
@@ -166,7 +177,7 @@ def _dag_sources() -> list[Path]:
 def _decorated_tasks(tree: ast.Module) -> list[ast.FunctionDef]:
     def is_task(decorator: ast.expr) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        return isinstance(target, ast.Name) and target.id == "task"
+        return isinstance(target, ast.Name) and target.id in ("task", "audit_task")
 
     return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(map(is_task, n.decorator_list))]
 
@@ -201,3 +212,45 @@ def test_every_task_is_one_call_into_the_pipeline(path):
             and n.func.value.id == "pipeline"
         ]
         assert len(calls) == 1, f"{path.name}:{fn.name} makes {len(calls)} pipeline calls"
+
+
+@pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
+def test_every_task_backs_off_exponentially_up_to_sixteen_times_the_delay(parsed, dag_id):
+    for task_id, task in parsed["dags"][dag_id]["tasks"].items():
+        assert task["backoff"] in (True, 2.0), f"{dag_id}.{task_id}"  # Airflow 3.3 stores the multiplier: True is 2.0
+        assert task["max_retry_delay_s"] == 16 * 7, f"{dag_id}.{task_id}"
+
+
+def test_every_audit_task_is_bounded_by_three_rebuild_timeouts_links_its_report_and_emits_an_asset(parsed):
+    audits = {("repro_nightly_audit", "audit"), ("repro_rebuild_model", "rebuild"), ("repro_audit_registered_version", "audit")}
+    for dag_id, task_id in audits:
+        task = parsed["dags"][dag_id]["tasks"][task_id]
+        assert task["timeout_s"] == 3 * 600, f"{dag_id}.{task_id}"
+        assert task["on_failure"] == 1, f"{dag_id}.{task_id} mails no one on a non-reproduced verdict"
+        assert any("repro-audit-reports" in o for o in task["outlets"]), task["outlets"]
+        assert set(task["links"]) == {"Audit report", "Model version"}, task["links"]
+    for dag_id, dag in parsed["dags"].items():
+        assert dag["on_failure"] == 1, f"{dag_id} mails no one when a run fails"
+
+
+def test_the_nightly_trigger_form_takes_a_date_a_budget_and_a_model_filter(parsed):
+    params = parsed["dags"]["repro_nightly_audit"]["params"]
+    assert set(params) == {"date", "max_models", "budget_hours", "models"}
+    assert params["date"]["type"] == ["null", "string"] and params["date"]["format"] == "date"
+    assert params["max_models"]["type"] == ["null", "integer"]
+    assert params["budget_hours"]["type"] == ["null", "number"]
+    assert params["models"]["type"] == ["null", "string"]
+    assert parsed["dags"]["repro_nightly_audit"]["param_defaults"] == {} or all(
+        v is None for v in parsed["dags"]["repro_nightly_audit"]["param_defaults"].values())
+
+
+def test_a_registered_version_is_audited_when_the_training_asset_updates(parsed):
+    dag = parsed["dags"]["repro_audit_registered_version"]
+    assert "Asset(" in dag["schedule"] and "uri='mlflow://models/credit-scorer'" in dag["schedule"], dag["schedule"]
+    assert set(dag["tasks"]) == {"audit"}
+
+
+def test_without_recipients_no_notifier_is_attached(airflow_env, run_in_airflow):
+    parsed = run_in_airflow(PARSE, airflow_env)
+    assert parsed["import_errors"] == {}
+    assert all(t["on_failure"] == 0 for d in parsed["dags"].values() for t in d["tasks"].values())

@@ -21,7 +21,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 DATE = "2026-06-21"  # this module's own logical date: audit tags land in the session-wide registry
-FAILING = "flaky"  # the seeded variant whose rebuild raises at an epoch: a verdict of ERROR, the task succeeds
+FAILING = "flaky"  # the seeded variant whose rebuild raises at an epoch: a verdict of ERROR, the task retried and failed
 BROKEN = "plain"  # its report cannot be published (see _block_publishing): the task itself fails
 
 # Runs the nightly DAG PROBE_TIMES times for one logical date, the way a rerun
@@ -47,7 +47,8 @@ for _ in range(int(os.environ["PROBE_TIMES"])):
         ).all()
         xcom = {f"{x.task_id}[{x.map_index}].{x.key}": XComModel.deserialize_value(x) for x in rows}
     tasks = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
-    runs.append({"state": str(run.state), "tasks": tasks, "xcom": xcom})
+    tries = {f"{ti.task_id}[{ti.map_index}]": ti.try_number for ti in run.get_task_instances()}
+    runs.append({"state": str(run.state), "tasks": tasks, "tries": tries, "xcom": xcom})
 json.dump(runs, open(os.environ["PROBE_OUT"], "w"))
 """
 
@@ -79,7 +80,7 @@ def _name(report: str | None) -> str | None:
 
 def _run_nightly(seeded, airflow_db, run_in_airflow, tmp_path: Path, times: int) -> list[dict[str, Any]]:
     env = {**airflow_db, **seeded.env, "PROBE_DATE": DATE, "PROBE_TIMES": str(times)}
-    return run_in_airflow(NIGHTLY, env, cwd=tmp_path)
+    return run_in_airflow(NIGHTLY, env, cwd=tmp_path, timeout=1800)  # the ERROR version is rebuilt on each of its 3 tries
 
 
 def test_the_nightly_dag_reports_every_sampled_model_once_per_date_and_lists_every_failure_as_an_error(
@@ -98,10 +99,20 @@ def test_the_nightly_dag_reports_every_sampled_model_once_per_date_and_lists_eve
     assert [row["ref"] for row in summary["audits"]] == picks
     rows = {row["ref"]: row for row in summary["audits"]}
 
-    # Only the task that could not publish failed (after its retries); the run and the others went on.
+    # The grid shows each verdict: a reproduced audit is green; a verdict that no retry changes (not
+    # reproducible, out of tolerance) fails on its first try; an ERROR is retried and fails on its last;
+    # the task that could not publish failed after its retries. The run and the others went on.
     broken_task = f"audit[{picks.index(broken)}]"
     assert first["tasks"].pop(broken_task).endswith("failed")
-    assert all(state.endswith("success") for state in first["tasks"].values()), first["tasks"]
+    assert first["tries"][broken_task] == 3
+    for i, ref in enumerate(picks):
+        if ref == broken:
+            continue
+        verdict, task = rows[ref]["verdict"], f"audit[{i}]"
+        reproduced = verdict.startswith("REPRODUCED")
+        assert first["tasks"][task].endswith("success" if reproduced else "failed"), (ref, verdict, first["tasks"][task])
+        assert first["tries"][task] == (3 if verdict == "ERROR" else 1), (ref, verdict, first["tries"][task])
+    assert first["tasks"]["sample[-1]"].endswith("success") and first["tasks"]["publish[-1]"].endswith("success")
     assert first["state"].endswith("success")
 
     # A rebuild that fails mid-training is an ERROR verdict with the cause; a failed task is an ERROR too.

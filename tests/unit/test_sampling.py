@@ -70,3 +70,40 @@ def test_tags_are_read_defensively():
 def test_a_malformed_date_is_refused():
     with pytest.raises(BadInput, match="29/11/2026"):
         choose(_fleet(2), "29/11/2026")
+
+
+def test_versions_not_reproduced_last_time_are_audited_first():
+    fleet = _fleet(10) + [
+        Candidate(name="served", version="7", aliases=("champion",), last_audit_date="2026-11-28", last_verdict="REPRODUCED_BITWISE"),
+        Candidate(name="broke", version="3", last_audit_date="2026-11-20", last_verdict="NOT_REPRODUCIBLE"),
+        Candidate(name="drifted", version="1", last_audit_date="2026-11-10", last_verdict="OUT_OF_TOLERANCE"),
+        Candidate(name="erred", version="2", last_audit_date="2026-11-25", last_verdict="ERROR"),
+        Candidate(name="fine", version="1", last_audit_date="2026-11-27", last_verdict="REPRODUCED_WITHIN_TOLERANCE"),
+    ]
+    sample = choose(fleet, "2026-11-29", Budget(max_models=4, max_hours=10))
+    # not reproduced (stalest first), ahead of even a serving version; a reproduced one is not moved up
+    assert [p.ref for p in sample.picks] == ["models:/drifted/1", "models:/broke/3", "models:/erred/2", "models:/served/7"]
+    assert sample.picks[1].reason == "not reproduced last time (NOT_REPRODUCIBLE on 2026-11-20)"
+
+
+def test_tonights_own_verdict_does_not_reorder_a_rerun_of_the_same_date():
+    fleet = _fleet(10) + [Candidate(name="tonight", version="1", last_audit_date="2026-11-29", last_verdict="NOT_REPRODUCIBLE")]
+    first = choose(fleet, "2026-11-29", Budget(max_models=3, max_hours=10))
+    assert not any(p.reason.startswith("not reproduced") for p in first.picks)
+
+
+def test_the_last_verdict_is_read_from_its_tag():
+    c = Candidate.from_tags("m", "3", [], {"repro.audit.verdict": "NOT_REPRODUCIBLE", "repro.audit.date": "2026-11-01"})
+    assert c.last_verdict == "NOT_REPRODUCIBLE"
+
+
+def test_the_production_aliases_are_a_setting():
+    from auditor.settings import Settings
+
+    settings = Settings.from_env({"REPRO_PRODUCTION_ALIASES": " Blue, green ,,"})
+    assert settings.production_aliases == ("blue", "green")
+    assert "champion" in Settings.from_env({}).production_aliases  # the default is today's list
+    fleet = _fleet(10) + [Candidate(name="b", version="1", aliases=("BLUE",), last_audit_date="2026-11-28"),
+                          Candidate(name="c", version="1", aliases=("champion",), last_audit_date="2026-11-28")]
+    sample = choose(fleet, "2026-11-29", Budget(max_models=1, max_hours=10, production_aliases=settings.production_aliases))
+    assert [p.ref for p in sample.picks] == ["models:/b/1"] and sample.picks[0].reason == "serving under alias 'blue'"
