@@ -118,10 +118,16 @@ def pip_find_links(env: dict[str, str] | None = None) -> list[str]:
 
 
 def find_uv() -> str:
-    """uv next to this interpreter (installed with the project), else on PATH."""
+    """uv next to this interpreter (installed with the project), else the uv package's binary, else on PATH."""
     beside = Path(sys.executable).with_name("uv")
     if beside.exists():
         return str(beside)
+    try:  # the uv distribution knows where its binary is, wherever its scripts went
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        pass
     found = shutil.which("uv")
     if found is None:
         raise InfrastructureError(
