@@ -14,8 +14,10 @@ holds that tag, and saved under the cache folder (``REPRO_IMAGE_CACHE``, default
   wheelhouse (a folder of wheels, cached too) served on 127.0.0.1 for the build only, with the exact
   versions this interpreter has installed (the auditor's own environment: the torch CPU wheel
   already on this machine's disk, MLflow, …), so nothing is downloaded twice and no wheel lands in
-  a layer. The recipe's digest covers the Dockerfile, every file of the build context, the build
-  arguments and the base image's id.
+  a layer. The slow part, the ``trainer-deps`` stage (torch and every dependency), is cached by the
+  digest of the base, the Dockerfile, pyproject.toml, the extras and the wheels, and saved under the
+  cache folder; the trainer's own layers (the code, the README) are built on it with ``cache_from``
+  in seconds, and its tag carries the digest of every file of the build context.
 
 ``build_base`` and ``build_trainer`` return an ``Built`` (tag, image id, seconds, and whether it
 came from the engine, the cache folder or a build); tests/fixtures/images.py calls them.
@@ -238,10 +240,16 @@ def wheelhouse(extras: str = TRAINER_EXTRAS, *, progress: Progress = _quiet) -> 
 
 
 @contextlib.contextmanager
-def serve(folder: Path) -> Iterator[str]:
-    """``folder`` over HTTP on 127.0.0.1 (a pip --find-links page), for the length of a build."""
+def serve(folder: Path, port: int = 0) -> Iterator[str]:
+    """``folder`` over HTTP on 127.0.0.1 (a pip --find-links page), for the length of a build.
+
+    ``port`` is tried first (a busy one falls back to any free port: only the layer cache suffers).
+    """
     handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -282,52 +290,91 @@ def context_tar() -> bytes:
     return buf.getvalue()
 
 
+DEPS_FILES = ("docker/Dockerfile", "pyproject.toml")
+DEPS_REPOSITORY = "repro-audit/trainer-deps"
+
+
+def _file_digests(paths) -> dict[str, str]:
+    return {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def deps_digest(base_id: str, extras: str = TRAINER_EXTRAS) -> str:
+    """The ``trainer-deps`` stage: the base, the Dockerfile, pyproject.toml, the extras and the wheels."""
+    files = _file_digests(REPO / name for name in DEPS_FILES)
+    return _digest({"base": base_id, "files": files, "extras": extras, "wheels": wheel_pins(extras), "target": "trainer-deps"})
+
+
 def trainer_digest(base_id: str, extras: str = TRAINER_EXTRAS) -> str:
-    files = {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest() for p in _context_files()}
-    return _digest({"base": base_id, "files": files, "extras": extras, "wheels": wheel_pins(extras), "target": "trainer"})
+    """The trainer: its deps stage and every file of the build context (the code, the README)."""
+    return _digest({"deps": deps_digest(base_id, extras), "files": _file_digests(_context_files()), "target": "trainer"})
+
+
+def _stable_port(key: str) -> int:
+    """A port derived from the wheelhouse, so the build argument (part of the layer cache key) repeats."""
+    return 20000 + int(key[:8], 16) % 20000
+
+
+def _build(client, *, target: str, tag: str, args: dict[str, str], cache_from: list[str]) -> None:
+    import docker
+
+    log: list[str] = []
+    try:
+        for chunk in client.api.build(
+            fileobj=io.BytesIO(context_tar()), custom_context=True, dockerfile="docker/Dockerfile",
+            target=target, buildargs=args, tag=tag, network_mode="host", rm=True, forcerm=True,
+            decode=True, cache_from=cache_from or None,
+        ):
+            if "stream" in chunk:
+                log.append(chunk["stream"])
+            if "error" in chunk:
+                raise RuntimeError(f"docker build of {tag} failed: {chunk['error']}\n{''.join(log)[-4000:]}")
+    except docker.errors.APIError as exc:
+        raise RuntimeError(f"docker build of {tag} failed: {exc}\n{''.join(log)[-4000:]}") from None
 
 
 def build_trainer(client, base: Built, *, extras: str = TRAINER_EXTRAS, progress: Progress = _quiet) -> Built:
-    """The CPU trainer from docker/Dockerfile on ``base``: from the engine, the cache folder, or a build."""
-    import docker
+    """The CPU trainer from docker/Dockerfile on ``base``.
 
+    The ``trainer-deps`` stage (torch and every dependency: the slow part) is cached by its digest,
+    in the engine and as a saved image under the cache folder; the trainer's own layers (the code)
+    are built on it with ``cache_from``, in seconds. ``source`` says where the deps stage came from.
+    """
     start = time.monotonic()
     digest = trainer_digest(base.id, extras)
     tag = f"{TRAINER_REPOSITORY}:cpu-{digest[:12]}"
     found = _in_engine(client, tag)
     if found is not None:
         return Built(tag, found.id, time.monotonic() - start, "engine")
-    saved = cache_dir() / f"trainer-cpu-{digest}.tar"
-    with _locked(saved.with_suffix(".lock")):
-        if saved.exists():
-            image = _load(client, saved, tag)
-            return Built(tag, image.id, time.monotonic() - start, "cache")
-        wheels = wheelhouse(extras, progress=progress)
-        progress(f"building {tag} from docker/Dockerfile on {base.tag}")
-        with serve(wheels) as url:
-            args = {
-                "BASE_IMAGE": base.tag,
-                "TRAINER_EXTRAS": extras,
-                "TORCH_VERSION": TORCH_VERSION,
-                "PIP_INSTALL_OPTIONS": f"--no-index --find-links {url}",
-            }
-            log: list[str] = []
-            try:
-                for chunk in client.api.build(
-                    fileobj=io.BytesIO(context_tar()), custom_context=True, dockerfile="docker/Dockerfile",
-                    target="trainer", buildargs=args, tag=tag, network_mode="host", rm=True, forcerm=True,
-                    decode=True,
-                ):
-                    if "stream" in chunk:
-                        log.append(chunk["stream"])
-                    if "error" in chunk:
-                        raise RuntimeError(f"docker build of {tag} failed: {chunk['error']}\n{''.join(log)[-4000:]}")
-            except docker.errors.APIError as exc:
-                raise RuntimeError(f"docker build of {tag} failed: {exc}\n{''.join(log)[-4000:]}") from None
-        image = client.images.get(tag)
-        progress(f"saving {tag} to {saved}")
-        _save(image, saved)
-    return Built(tag, image.id, time.monotonic() - start, "build")
+    deps = deps_digest(base.id, extras)
+    deps_tag = f"{DEPS_REPOSITORY}:cpu-{deps[:12]}"
+    saved = cache_dir() / f"trainer-deps-cpu-{deps}.tar"
+    wheels = wheelhouse(extras, progress=progress)
+    source = "engine"
+    with _locked(saved.with_suffix(".lock")), serve(wheels, port=_stable_port(wheels.name.split("-", 1)[1])) as url:
+        args = {
+            "BASE_IMAGE": base.tag,
+            "TRAINER_EXTRAS": extras,
+            "TORCH_VERSION": TORCH_VERSION,
+            "PIP_INSTALL_OPTIONS": f"--no-index --find-links {url}",
+        }
+        if _in_engine(client, deps_tag) is None:
+            if saved.exists():
+                progress(f"loading {deps_tag} from {saved}")
+                _load(client, saved, deps_tag)
+                source = "cache"
+            else:
+                progress(f"building {deps_tag} (torch and the dependencies) from docker/Dockerfile on {base.tag}")
+                _build(client, target="trainer-deps", tag=deps_tag, args=args, cache_from=[])
+                progress(f"saving {deps_tag} to {saved}")
+                _save(client.images.get(deps_tag), saved)
+                for old in cache_dir().glob("trainer-deps-cpu-*.tar"):
+                    if old != saved:
+                        old.unlink(missing_ok=True)  # one deps stage kept: the newest
+                source = "build"
+        progress(f"building {tag} (the code) on {deps_tag}")
+        _build(client, target="trainer", tag=tag, args=args, cache_from=[deps_tag])
+    image = client.images.get(tag)
+    return Built(tag, image.id, time.monotonic() - start, source)
 
 
 def _client(docker_host: str | None):

@@ -28,7 +28,8 @@ from auditor import settings as S
 from auditor.contract import ENV_TORCH_THREADS
 from tests.fixtures.images import push, record_timing
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# the first test pays for the fixtures: on a fresh machine that is building the trainer image (minutes)
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(3000)]
 
 REPOSITORY = "repro/trainer"
 TAG = "e2e"

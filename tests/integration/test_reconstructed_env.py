@@ -30,7 +30,7 @@ import pytest
 
 from auditor import settings as S
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first audit may build the environment
 
 MODEL = "tiny-dependent"
 SCALES = {"1.0": "1.0", "2.0": "1.5"}
