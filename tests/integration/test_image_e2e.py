@@ -37,15 +37,18 @@ MODEL = "credit-scorer"
 
 
 def _engine_socket(engine) -> str:
-    return engine.api.base_url.replace("http+docker://", "unix://").replace("%2F", "/")
+    return engine.repro_docker_host  # tests/fixtures/docker.py: the private engine's socket
 
 
-def _drop_local(engine, repository: str) -> None:
-    """No local copy of the pushed image (any tag or digest of the repository) is left in the engine."""
-    for image in engine.images.list(name=repository):
-        for name in list(image.tags) + list(image.attrs.get("RepoDigests") or []):
-            if name.startswith(repository):
-                engine.images.remove(name, force=True)
+def _drop_local(engine, repository: str, *also: str) -> None:
+    """No local copy of the pushed image is left in the engine: every image named by ``repository``, or by id."""
+    doomed = set(also)
+    for image in engine.images.list(all=True):
+        names = list(image.tags) + list(image.attrs.get("RepoDigests") or [])
+        if any(name.startswith(repository + ":") or name.startswith(repository + "@") for name in names):
+            doomed.add(image.id)
+    for image_id in doomed:
+        engine.images.remove(image_id, force=True)
 
 
 class World:
@@ -132,12 +135,10 @@ def world(docker_engine, trainer_image, local_registry, tmp_path_factory) -> Wor
                                        rm=True, network_mode="none")[0]
     _, _ = push(docker_engine, other.id, repository, TAG)
     assert local_registry.manifest_digest(REPOSITORY, TAG) not in (None, digest)
-    # No local copy of the recorded image: the audit must pull it by digest.
-    _drop_local(docker_engine, repository)
-    docker_engine.images.remove(other.id, force=True)
-    for image in docker_engine.images.list():
-        assert digest not in (image.attrs.get("RepoDigests") or []) and not any(
-            rd.endswith(digest) for rd in image.attrs.get("RepoDigests") or [])
+    # No local copy of the recorded image (under any name): the audit must pull it by digest.
+    _drop_local(docker_engine, repository, trainer_image.id, other.id)
+    for image in docker_engine.images.list(all=True):
+        assert image.id != trainer_image.id and not any(rd.endswith(digest) for rd in image.attrs.get("RepoDigests") or [])
     return World(root, env, reference, digest, str(version), _engine_socket(docker_engine))
 
 
