@@ -154,23 +154,34 @@ def make_rootfs(dest: Path) -> None:
 
 
 def build_base(client, *, progress: Progress = _quiet) -> Built:
-    """The Debian base image, from the engine, the cache folder, or mmdebstrap (in that order)."""
+    """The Debian base image, from the engine, the cache folder, or mmdebstrap (in that order).
+
+    The cache keeps the imported image as ``docker save`` writes it, not the root filesystem: an
+    import makes a new image id every time (its config carries the import's date), a load keeps
+    the id, and the trainer's layer cache and recipe digest hang on that id.
+    """
     start = time.monotonic()
     digest = base_digest()
     tag = f"{BASE_REPOSITORY}:{digest[:12]}"
     found = _in_engine(client, tag)
     if found is not None:
         return Built(tag, found.id, time.monotonic() - start, "engine")
+    saved = cache_dir() / f"debian-base-image-{digest}.tar"
     rootfs = cache_dir() / f"debian-base-{digest}.tar"
     with _locked(rootfs.with_suffix(".lock")):
+        if saved.exists():
+            image = _load(client, saved, tag)
+            return Built(tag, image.id, time.monotonic() - start, "cache")
         source = "cache"
         if not rootfs.exists():
             progress(f"making the Debian base with mmdebstrap ({BASE_RECIPE['suite']}, {', '.join(BASE_RECIPE['include'])})")
             make_rootfs(rootfs)
             source = "build"
-    with open(rootfs, "rb") as handle:
-        client.api.import_image_from_data(handle, repository=BASE_REPOSITORY, tag=digest[:12])
-    image = client.images.get(tag)
+        with open(rootfs, "rb") as handle:
+            client.api.import_image_from_data(handle, repository=BASE_REPOSITORY, tag=digest[:12])
+        image = client.images.get(tag)
+        _save(image, saved)
+        rootfs.unlink()
     return Built(tag, image.id, time.monotonic() - start, source)
 
 
