@@ -47,8 +47,19 @@ def _drop_local(engine, repository: str, *also: str) -> None:
         names = list(image.tags) + list(image.attrs.get("RepoDigests") or [])
         if any(name.startswith(repository + ":") or name.startswith(repository + "@") for name in names):
             doomed.add(image.id)
-    for image_id in doomed:
-        engine.images.remove(image_id, force=True)
+    import docker
+
+    for _ in range(len(doomed) + 1):  # children first: an image with a dependent child cannot go yet
+        for image_id in list(doomed):
+            try:
+                engine.images.remove(image_id, force=True)
+                doomed.discard(image_id)
+            except docker.errors.NotFound:
+                doomed.discard(image_id)
+            except docker.errors.APIError as exc:
+                if "dependent child" not in str(exc):
+                    raise
+    assert not doomed, f"could not remove {doomed}"
 
 
 class World:
