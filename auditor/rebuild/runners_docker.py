@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from auditor.contract import ENV_EVALUATE_WEIGHTS
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable, NotFound
 from auditor.rebuild.runners import (
     ImageRef,
@@ -34,6 +35,7 @@ from auditor.settings import IMAGE, IMAGE_DIGEST
 WORKSPACE = "/workspace"
 OUTPUT = "/output"
 CONFIG = "/config/config.json"
+EVALUATE_DIR = "/evaluate"
 NOBODY = "65534:65534"
 LABEL = "repro-audit.role"
 
@@ -263,6 +265,11 @@ class DockerRunner:
         if spec.config_file is not None:
             mounts.append(Mount(CONFIG, str(spec.config_file.resolve()), type="bind", read_only=True))
         environment = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **spec.env}
+        weights = spec.env.get(ENV_EVALUATE_WEIGHTS)
+        if weights:  # the registered weights to re-evaluate: a host file, mounted read-only where the script looks
+            inside = f"{EVALUATE_DIR}/{Path(weights).name}"
+            mounts.append(Mount(inside, str(Path(weights).resolve()), type="bind", read_only=True))
+            environment[ENV_EVALUATE_WEIGHTS] = inside
         environment["HOME"] = "/tmp"  # a host path (the workspace's home) means nothing inside the container
         if spec.image is not None:  # the rebuild's own record names the image it ran in, as training's did
             digest = spec.image.pinned_digest()
