@@ -8,7 +8,8 @@ output directory is writable. The container is removed whatever happens.
 
 Inside the container the paths are fixed: ``/workspace`` (the project
 directory, also the working directory), ``/output``, ``/data/<name>`` and
-``/config/config.json``; the contract variables point there.
+``/config/config.json`` (and ``/evaluate/<file>`` for registered weights to re-evaluate); the
+contract variables point there.
 """
 
 from __future__ import annotations
