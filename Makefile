@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench sysdeps venv clean
+.PHONY: demo test test-image lint bench sysdeps venv clean image image-base
 
 venv: $(STAMP)
 
@@ -23,6 +23,19 @@ sysdeps:
 # pytest's exit 5 (no test collected) must never read as a pass.
 test: venv sysdeps
 	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
+
+# The Debian base (mmdebstrap) and the CPU trainer built from docker/Dockerfile on it, into the engine at
+# DOCKER_HOST (default: the system's); each is skipped when the engine, or the cache folder
+# REPRO_IMAGE_CACHE (default ~/.cache/repro-audit/images), already holds its recipe's digest.
+image: venv sysdeps
+	$(PY) docker/images.py trainer
+
+# The image end-to-end test of issue 15 (opt-in: it builds the images first; see docker/README.md).
+test-image: venv sysdeps
+	$(PY) -m pytest -q -m image_e2e tests/integration/test_image_e2e.py
+
+image-base: venv sysdeps
+	$(PY) docker/images.py base
 
 lint: venv
 	$(VENV)/bin/ruff check auditor dags tests bench examples

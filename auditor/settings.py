@@ -214,6 +214,24 @@ RESPONSIBLE = Setting(
     "responsible_person",
 )
 RUNNER = Setting("REPRO_RUNNER", "str", "process", "how a rebuild runs: process or docker", "runner")
+REBUILD_ENV = Setting(
+    "REPRO_REBUILD_ENV", "choice", "auditor",
+    "where the process runner rebuilds a record naming no image: recorded (a virtual environment recreated "
+    "from the recorded packages with uv) or auditor (the auditor's own; the drift is reported)",
+    "rebuild_env", choices=("recorded", "auditor"),
+)
+VENV_CACHE = Setting(
+    "REPRO_VENV_CACHE", "path", None, "where reconstructed environments are kept, one per recorded package set",
+    "venv_cache", derived="~/.cache/repro-audit/venvs",
+)
+FIND_LINKS = Setting(
+    "REPRO_FIND_LINKS", "str", None,
+    "wheels for reconstructed environments: folders of wheels or URLs of link pages, comma-separated", "find_links",
+)
+INDEX_URL = Setting(
+    "REPRO_INDEX_URL", "str", None, "the package index for reconstructed environments (default: uv's, PyPI)",
+    "index_url",
+)
 REBUILD_TIMEOUT_S = Setting(
     "REPRO_REBUILD_TIMEOUT_S", "int", 3600, "seconds per run of the entrypoint (and the rebuild pod's deadline)",
     "rebuild_timeout_s",
@@ -347,6 +365,7 @@ _TOP_LEVEL = (
     LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND, PRODUCTION_ALIASES, *AIRFLOW_SETTINGS,
     SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
     MLFLOW_HTTP_RETRIES, MLFLOW_HTTP_TIMEOUT_S, OVERDUE_DAYS,
+    REBUILD_ENV, VENV_CACHE, FIND_LINKS, INDEX_URL,
 )
 #: every setting, in the order the docs list them
 SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
@@ -425,6 +444,10 @@ class Settings:
     mlflow_conn_id: str = MLFLOW_CONN_ID.default
     s3_conn_id: str = S3_CONN_ID.default
     training_asset: str = TRAINING_ASSET.default
+    rebuild_env: str = REBUILD_ENV.default
+    venv_cache: Path | None = VENV_CACHE.default
+    find_links: str | None = FIND_LINKS.default
+    index_url: str | None = INDEX_URL.default
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
 
     @property
@@ -434,6 +457,14 @@ class Settings:
     @property
     def work_dir(self) -> Path:
         return self.home / "work"
+
+    @property
+    def venvs(self) -> Path:
+        """Reconstructed environments: ``REPRO_VENV_CACHE``, else the user's cache (shared by every home)."""
+        if self.venv_cache is not None:
+            return self.venv_cache
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "repro-audit" / "venvs"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

@@ -10,6 +10,7 @@ _FIXTURE_MODULES = [
     "tests.fixtures.gitrepo",
     "tests.fixtures.mlflow",
     "tests.fixtures.docker",
+    "tests.fixtures.images",
     "tests.fixtures.browser",
     "tests.fixtures.reference",
 ]

@@ -30,16 +30,27 @@ from auditor.lineage.record import RunRecord
 if TYPE_CHECKING:
     from auditor.rebuild.runners import Runner
     from auditor.rebuild.workspace import Workspace
+    from auditor.settings import Settings
 
 RUNNERS = ("process", "docker")
 
 
-def make_runner(name: str) -> Runner:
-    """``process`` (a subprocess here) or ``docker`` (a locked-down container, image by digest)."""
+def make_runner(name: str, settings: Settings | None = None) -> Runner:
+    """``process`` (a subprocess, in a reconstructed environment unless ``REPRO_REBUILD_ENV=auditor``)
+    or ``docker`` (a locked-down container, image by digest)."""
     if name == "process":
         from auditor.rebuild.runners import ProcessRunner
 
-        return ProcessRunner()
+        if settings is None:
+            from auditor.settings import get_settings
+
+            settings = get_settings()
+        if settings.rebuild_env == "auditor":
+            return ProcessRunner()
+        from auditor.rebuild.venv import Reconstructor, pip_find_links
+
+        links = [link.strip() for link in (settings.find_links or "").split(",") if link.strip()] or pip_find_links()
+        return ProcessRunner(reconstructor=Reconstructor(settings.venvs, find_links=links, index_url=settings.index_url))
     if name == "docker":
         from auditor.rebuild.runners_docker import DockerRunner
 
@@ -146,6 +157,7 @@ def run_recipe(
         image=ImageRef.from_environment(environment) if environment else None,
         accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
         log_path=output_dir.with_name(output_dir.name + ".log"),
+        environment=environment,
     )
     outcome = runner.run(spec)
     if not outcome.ok:

@@ -28,6 +28,7 @@ from auditor.errors import BadInput, InputUnrecoverable
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
+    from auditor.rebuild.venv import Reconstructor
 
 TAIL_CHARS = 8000
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -97,6 +98,7 @@ class RunSpec:
     image: ImageRef | None = None  # required by the Docker runner, ignored by the process runner
     accelerator: AcceleratorRequest | None = None
     log_path: Path | None = None  # default: output_dir / rebuild.log
+    environment: EnvironmentInfo | None = None  # the recorded one: what a reconstructed environment is made from
 
     @property
     def log_file(self) -> Path:
@@ -163,24 +165,38 @@ def read_log(path: Path) -> str:
 
 
 class ProcessRunner:
-    """A subprocess in the auditor's own environment, with a clean env and a hard timeout.
+    """A subprocess with a clean env and a hard timeout, in a reconstructed or the auditor's environment.
 
-    ``python``/``python3`` as ``argv[0]`` means this interpreter (``sys.executable``):
-    the "current environment" is the one the auditor runs in, not whatever
-    ``python`` happens to be first on PATH. The child leads its own process
-    group so that a timeout also ends DataLoader workers and other grandchildren.
+    With a ``reconstructor`` (``REPRO_REBUILD_ENV=recorded``, the default) a record that names no
+    image is rebuilt in a virtual environment recreated from its recorded packages
+    (:mod:`auditor.rebuild.venv`); what could not be recreated is written at the top of the log
+    and shows in the drift table. Without one (``REPRO_REBUILD_ENV=auditor``), or when the record
+    names an image (the auditor then runs inside it), ``python``/``python3`` as ``argv[0]`` means
+    this interpreter (``sys.executable``), not whatever ``python`` is first on PATH. The child
+    leads its own process group so that a timeout also ends DataLoader workers and other grandchildren.
     """
 
     name = "process"
 
-    def __init__(self, *, kill_grace_s: float = 5.0) -> None:
+    def __init__(self, *, kill_grace_s: float = 5.0, reconstructor: Reconstructor | None = None) -> None:
         self.kill_grace_s = kill_grace_s
+        self.reconstructor = reconstructor
 
-    def environment(self, spec: RunSpec) -> dict[str, str]:
+    def interpreter(self, spec: RunSpec) -> tuple[str, list[str]]:
+        """The Python the rebuild runs under, and lines about how it was chosen (for the log)."""
+        env = spec.environment
+        if self.reconstructor is None or spec.image is not None or env is None or not env.packages:
+            return sys.executable, []
+        made = self.reconstructor.reconstruct(env)
+        return str(made.python), made.notes()
+
+    def environment(self, spec: RunSpec, python: str | None = None) -> dict[str, str]:
         """The child's full environment: allowlisted parent variables, the spec's, the contract's."""
         env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-        bin_dir = str(Path(sys.executable).parent)
+        bin_dir = str(Path(python or sys.executable).parent)
         env["PATH"] = os.pathsep.join(p for p in (bin_dir, env.get("PATH", "")) if p)
+        if python is not None and python != sys.executable:
+            env["VIRTUAL_ENV"] = str(Path(python).parent.parent)
         env["PYTHONUNBUFFERED"] = "1"  # the log keeps stdout/stderr order, and a killed run keeps its last lines
         env.update(spec.env)
         env.update(
@@ -198,15 +214,19 @@ class ProcessRunner:
             raise BadInput("the entry point is empty", hint="record code.entrypoint, e.g. ['python', 'train.py']")
         if not spec.cwd.is_dir():
             raise InputUnrecoverable(f"project directory {spec.cwd} does not exist", hint="check code.subdir in the record")
+        python, notes = self.interpreter(spec)
         argv = list(spec.argv)
         if argv[0] in {"python", "python3"}:
-            argv[0] = sys.executable
+            argv[0] = python
         spec.output_dir.mkdir(parents=True, exist_ok=True)
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
-        env = self.environment(spec)
+        env = self.environment(spec, python)
         timed_out = False
         start = time.monotonic()
         with open(spec.log_file, "wb") as log:
+            for line in notes:
+                log.write(f"[repro-audit: {line}]\n".encode())
+            log.flush()
             try:
                 proc = subprocess.Popen(  # noqa: S603 - argv comes from the audited record, by design
                     argv,

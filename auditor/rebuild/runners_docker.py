@@ -8,7 +8,8 @@ output directory is writable. The container is removed whatever happens.
 
 Inside the container the paths are fixed: ``/workspace`` (the project
 directory, also the working directory), ``/output``, ``/data/<name>`` and
-``/config/config.json``; the contract variables point there.
+``/config/config.json`` (and ``/evaluate/<file>`` for registered weights to re-evaluate); the
+contract variables point there.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import BadInput, InfrastructureError, NotFound
+from auditor.contract import ENV_EVALUATE_WEIGHTS
+from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable, NotFound
 from auditor.rebuild.runners import (
     ImageRef,
     RunOutcome,
@@ -29,10 +31,12 @@ from auditor.rebuild.runners import (
     contract_env,
     read_log,
 )
+from auditor.settings import IMAGE, IMAGE_DIGEST
 
 WORKSPACE = "/workspace"
 OUTPUT = "/output"
 CONFIG = "/config/config.json"
+EVALUATE_DIR = "/evaluate"
 NOBODY = "65534:65534"
 LABEL = "repro-audit.role"
 
@@ -44,6 +48,16 @@ def _split_repository(ref: str) -> str:
     if ":" in last:
         name = name[: len(name) - len(last)] + last.split(":", 1)[0]
     return name
+
+
+def _registry_refused(exc: Exception) -> bool:
+    """The registry answered and does not hold the manifest (as opposed to: it could not be reached)."""
+    import docker
+
+    text = str(exc).lower()
+    if isinstance(exc, docker.errors.NotFound) or "manifest unknown" in text:
+        return "connection refused" not in text and "no such host" not in text and "timeout" not in text
+    return False
 
 
 def _matches(image: Any, digest: str) -> bool:
@@ -95,10 +109,14 @@ class DockerRunner:
         return self._client
 
     def resolve_image(self, image: ImageRef | None) -> Any:
-        """The local image whose id or repo digest equals the recorded digest.
+        """The local image whose id or repo digest equals the recorded digest, pulled by digest when absent.
 
-        Refused (``BadInput``) before any container exists when the record has
-        only a tag, or when the local image under that reference is another one.
+        Refused (``BadInput``) before any container exists when the record has only a tag. A tag
+        that has moved (locally or in the registry) changes nothing: the image is looked up, and
+        pulled, by the recorded digest only. When it cannot be pulled: the registry unreachable is
+        ``InfrastructureError`` (retryable); the registry answering that it does not hold the digest
+        is ``InputUnrecoverable`` naming it; a local tag that now names another image, with no pull
+        possible, is ``BadInput`` naming both.
         """
         import docker
 
@@ -109,9 +127,8 @@ class DockerRunner:
             )
         digest = image.pinned_digest()
         repository = _split_repository(image.ref)
-        candidates = [digest] + (
-            [f"{repository}@{digest}"] if repository and not repository.startswith("sha256") else []
-        )
+        pullable = bool(repository) and not repository.startswith("sha256")
+        candidates = [digest] + ([f"{repository}@{digest}"] if pullable else [])
         for candidate in candidates:
             try:
                 found = self.client.images.get(candidate)
@@ -121,38 +138,57 @@ class DockerRunner:
                 raise InfrastructureError(f"Docker engine failed looking up image {image.ref}: {exc}") from None
             if _matches(found, digest):
                 return found
-        self._refuse_moved_reference(image, digest)
-        if self.pull and repository and not repository.startswith("sha256"):
-            try:
-                pulled = self.client.images.pull(f"{repository}@{digest}")
-            except docker.errors.DockerException as exc:
-                raise InfrastructureError(
-                    f"image {image.ref} ({digest}) is not present locally and pulling it failed: {exc}",
-                    hint="docker load the recorded image, or make its registry reachable",
-                ) from None
-            if _matches(pulled, digest):
-                return pulled
+        moved = self._moved_reference(image, digest)
+        if self.pull and pullable:
+            return self._pull(image, repository, digest, moved)
+        if moved:
+            raise BadInput(moved, hint="the tag has moved; load the recorded image instead of retagging")
         raise NotFound(
             f"image {image.ref} with digest {digest} is not present in the Docker engine",
             hint="docker load the recorded image; a rebuild never substitutes another one",
         )
 
-    def _refuse_moved_reference(self, image: ImageRef, digest: str) -> None:
+    def _pull(self, image: ImageRef, repository: str, digest: str, moved: str | None) -> Any:
+        import docker
+
+        reference = f"{repository}@{digest}"
+        try:
+            pulled = self.client.images.pull(reference)
+        except docker.errors.DockerException as exc:
+            text = str(exc)
+            if _registry_refused(exc) and moved:
+                raise BadInput(f"{moved}; pulling {reference} failed: {text}",
+                               hint="the tag has moved; load the recorded image instead of retagging") from None
+            if _registry_refused(exc):
+                raise InputUnrecoverable(
+                    f"image {digest} is gone: the registry of {repository} does not hold it ({text})",
+                    hint="the recorded image was deleted from its registry; restore it from a backup, "
+                    "the rebuild never substitutes another one",
+                ) from None
+            raise InfrastructureError(
+                f"image {image.ref} ({digest}) is not present locally and pulling {reference} failed: {text}",
+                hint="make its registry reachable (a retry may succeed), or docker load the recorded image",
+            ) from None
+        if not _matches(pulled, digest):
+            raise InfrastructureError(f"pulling {reference} gave image {pulled.id}, which does not carry digest {digest}")
+        return pulled
+
+    def _moved_reference(self, image: ImageRef, digest: str) -> str | None:
+        """Why the local image under the recorded name is not the recorded one, or None when there is none."""
         import docker
 
         named = image.ref.split("@", 1)[0]
         if not named or named.startswith("sha256:"):
-            return
+            return None
         try:
             local = self.client.images.get(named)
         except docker.errors.ImageNotFound:
-            return
+            return None
         except docker.errors.APIError as exc:
             raise InfrastructureError(f"Docker engine failed looking up image {image.ref}: {exc}") from None
-        raise BadInput(
+        return (
             f"local image {named} is {local.id} (repo digests: {local.attrs.get('RepoDigests') or 'none'}), "
-            f"but the record says {digest}",
-            hint="the tag has moved; load the recorded image instead of retagging",
+            f"but the record says {digest}"
         )
 
     # -- run ----------------------------------------------------------------
@@ -229,7 +265,18 @@ class DockerRunner:
             mounts.append(Mount(inside, str(Path(path).resolve()), type="bind", read_only=True))
         if spec.config_file is not None:
             mounts.append(Mount(CONFIG, str(spec.config_file.resolve()), type="bind", read_only=True))
-        environment = {"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **spec.env}
+        environment = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1", **spec.env}
+        weights = spec.env.get(ENV_EVALUATE_WEIGHTS)
+        if weights:  # the registered weights to re-evaluate: a host file, mounted read-only where the script looks
+            inside = f"{EVALUATE_DIR}/{Path(weights).name}"
+            mounts.append(Mount(inside, str(Path(weights).resolve()), type="bind", read_only=True))
+            environment[ENV_EVALUATE_WEIGHTS] = inside
+        environment["HOME"] = "/tmp"  # a host path (the workspace's home) means nothing inside the container
+        if spec.image is not None:  # the rebuild's own record names the image it ran in, as training's did
+            digest = spec.image.pinned_digest()
+            if spec.image.ref != digest:
+                environment[IMAGE.name] = spec.image.ref
+            environment[IMAGE_DIGEST.name] = digest
         environment.update(
             contract_env(output_dir=OUTPUT, data=data_paths, config_file=CONFIG if spec.config_file else None)
         )

@@ -1,0 +1,416 @@
+"""Build the project's images where no public image registry is reachable, cached by their recipe's digest.
+
+    python docker/images.py [--docker-host unix:///path/docker.sock] [--cache DIR] [base|trainer]
+
+Two images, each tagged with the digest of its recipe so a build is skipped when the engine already
+holds that tag, and saved under the cache folder (``REPRO_IMAGE_CACHE``, default
+``~/.cache/repro-audit/images``) so a fresh engine loads it instead of building it again:
+
+- **the Debian base** (``repro-audit/debian-base:<digest12>``): a minimal bookworm root filesystem
+  made by ``mmdebstrap`` from Debian's own packages (python3, python3-venv, git, ca-certificates,
+  tini) and imported as an image. Its recipe is ``BASE_RECIPE`` below.
+- **the CPU trainer** (``repro-audit/trainer:cpu-<digest12>``): the real ``docker/Dockerfile``,
+  ``--target trainer``, ``BASE_IMAGE`` = the Debian base. Its Python packages come from a
+  wheelhouse (a folder of wheels, cached too) served on 127.0.0.1 for the build only, with the exact
+  versions this interpreter has installed (the auditor's own environment: the torch CPU wheel
+  already on this machine's disk, MLflow, …), so nothing is downloaded twice and no wheel lands in
+  a layer. The slow part, the ``trainer-deps`` stage (torch and every dependency), is cached by the
+  digest of the base, the Dockerfile, pyproject.toml, the extras and the wheels, and saved under the
+  cache folder; the trainer's own layers (the code, the README) are built on it with ``cache_from``
+  in seconds, and its tag carries the digest of every file of the build context.
+
+``build_base`` and ``build_trainer`` return an ``Built`` (tag, image id, seconds, and whether it
+came from the engine, the cache folder or a build); tests/fixtures/images.py calls them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import http.server
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+#: what the trainer's build context holds (the Dockerfile's COPY sources), as Dockerfile.dockerignore says
+CONTEXT = ("pyproject.toml", "README.md", "auditor")
+
+BASE_REPOSITORY = "repro-audit/debian-base"
+TRAINER_REPOSITORY = "repro-audit/trainer"
+BASE_RECIPE = {
+    "tool": "mmdebstrap",
+    "suite": "bookworm",
+    "variant": "minbase",
+    "mirror": "http://deb.debian.org/debian",
+    "include": ["python3", "python3-venv", "git", "ca-certificates", "tini"],
+    # the files' timestamps in the tarball; the packages' own versions come from the mirror
+    "source_date_epoch": 1700000000,
+}
+TORCH_VERSION = "2.13.0"
+TRAINER_EXTRAS = "mlflow"
+#: build-time wheels: the build backend the project's pyproject.toml names
+BUILD_WHEELS = ("setuptools",)
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Built:
+    tag: str
+    id: str
+    seconds: float
+    source: str  # "engine" (already there), "cache" (loaded from the cache folder) or "build"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("REPRO_IMAGE_CACHE") or str(Path.home() / ".cache" / "repro-audit" / "images")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One builder per cache entry at a time (two test sessions may build concurrently)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _in_engine(client, tag: str):
+    import docker
+
+    try:
+        return client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _load(client, tarball: Path, tag: str):
+    with open(tarball, "rb") as handle:
+        client.images.load(handle)
+    return client.images.get(tag)
+
+
+def _save(image, tarball: Path) -> None:
+    partial = tarball.with_suffix(".partial")
+    with open(partial, "wb") as handle:
+        for chunk in image.save(named=True):
+            handle.write(chunk)
+    partial.rename(tarball)
+
+
+# -- the Debian base ------------------------------------------------------------------------------
+def base_digest() -> str:
+    return _digest(BASE_RECIPE)
+
+
+def make_rootfs(dest: Path) -> None:
+    """The base's root filesystem as a tarball, from Debian's packages (needs root and the mirror)."""
+    mmdebstrap = shutil.which("mmdebstrap")
+    if mmdebstrap is None:
+        raise RuntimeError("mmdebstrap is not installed (apt-get install mmdebstrap; .ci/sysdeps does it)")
+    r = BASE_RECIPE
+    partial = dest.with_suffix(".partial.tar")
+    argv = [
+        mmdebstrap, f"--variant={r['variant']}", "--include=" + ",".join(r["include"]),
+        "--aptopt=Acquire::Retries \"3\"", "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
+        r["suite"], str(partial), r["mirror"],
+    ]
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(r["source_date_epoch"])}
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
+    partial.rename(dest)
+
+
+def build_base(client, *, progress: Progress = _quiet) -> Built:
+    """The Debian base image, from the engine, the cache folder, or mmdebstrap (in that order).
+
+    The cache keeps the imported image as ``docker save`` writes it, not the root filesystem: an
+    import makes a new image id every time (its config carries the import's date), a load keeps
+    the id, and the trainer's layer cache and recipe digest hang on that id.
+    """
+    start = time.monotonic()
+    digest = base_digest()
+    tag = f"{BASE_REPOSITORY}:{digest[:12]}"
+    found = _in_engine(client, tag)
+    if found is not None:
+        return Built(tag, found.id, time.monotonic() - start, "engine")
+    saved = cache_dir() / f"debian-base-image-{digest}.tar"
+    rootfs = cache_dir() / f"debian-base-{digest}.tar"
+    with _locked(rootfs.with_suffix(".lock")):
+        if saved.exists():
+            image = _load(client, saved, tag)
+            return Built(tag, image.id, time.monotonic() - start, "cache")
+        source = "cache"
+        if not rootfs.exists():
+            progress(f"making the Debian base with mmdebstrap ({BASE_RECIPE['suite']}, {', '.join(BASE_RECIPE['include'])})")
+            make_rootfs(rootfs)
+            source = "build"
+        with open(rootfs, "rb") as handle:
+            client.api.import_image_from_data(handle, repository=BASE_REPOSITORY, tag=digest[:12])
+        image = client.images.get(tag)
+        _save(image, saved)
+        rootfs.unlink()
+    return Built(tag, image.id, time.monotonic() - start, source)
+
+
+# -- the wheelhouse --------------------------------------------------------------------------------
+def _closure(root: str, extras: set[str]) -> dict[str, str]:
+    """Every distribution ``root[extras]`` needs, at the version this interpreter has installed."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    todo: list[tuple[str, frozenset[str]]] = [(root, frozenset(extras))]
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while todo:
+        name, wanted = todo.pop()
+        if (name, wanted) in seen:
+            continue
+        seen.add((name, wanted))
+        dist = metadata.distribution(name)
+        if name != root:
+            pins[canonicalize_name(name)] = dist.version
+        for text in dist.requires or []:
+            req = Requirement(text)
+            environments = [{"extra": e} for e in wanted] or [{"extra": ""}]
+            if req.marker is not None and not any(req.marker.evaluate(env) for env in environments):
+                continue
+            if canonicalize_name(req.name) == canonicalize_name(root):
+                todo.append((root, frozenset(req.extras)))  # a self-referencing extra, e.g. [all]
+                continue
+            todo.append((req.name, frozenset(req.extras)))
+    return pins
+
+
+def wheel_pins(extras: str = TRAINER_EXTRAS) -> dict[str, str]:
+    from importlib import metadata
+
+    pins = _closure("repro-audit", set(filter(None, extras.split(","))))
+    pins.update(_closure("torch", set()))  # torch's own dependencies (the CPU build names no CUDA wheels)
+    pins["torch"] = TORCH_VERSION
+
+    for name in BUILD_WHEELS:
+        pins[name] = metadata.version(name)
+    return dict(sorted(pins.items()))
+
+
+def wheelhouse(extras: str = TRAINER_EXTRAS, *, progress: Progress = _quiet) -> Path:
+    """A folder of wheels for exactly ``wheel_pins(extras)`` (pip's configured indexes, once; then cached)."""
+    pins = wheel_pins(extras)
+    folder = cache_dir() / f"wheels-{_digest(pins)[:16]}"
+    with _locked(folder.with_suffix(".lock")):
+        if (folder / ".complete").exists():
+            return folder
+        progress(f"collecting {len(pins)} wheels into {folder}")
+        partial = folder.with_suffix(".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
+                "-d", str(partial), *(f"{n}=={v}" for n, v in pins.items())]
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"pip download of the trainer's wheels failed:\n{result.stderr[-3000:]}")
+        shutil.rmtree(folder, ignore_errors=True)
+        partial.rename(folder)
+        (folder / ".complete").write_text(json.dumps(pins, indent=1))
+    return folder
+
+
+@contextlib.contextmanager
+def serve(folder: Path, port: int = 0) -> Iterator[str]:
+    """``folder`` over HTTP on 127.0.0.1 (a pip --find-links page), for the length of a build.
+
+    ``port`` is tried first (a busy one falls back to any free port: only the layer cache suffers).
+    """
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *_args) -> None:
+        pass
+
+
+# -- the CPU trainer -------------------------------------------------------------------------------
+def _context_files() -> list[Path]:
+    files: list[Path] = [DOCKERFILE]
+    for name in CONTEXT:
+        path = REPO / name
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+        else:
+            files.append(path)
+    return files
+
+
+def context_tar() -> bytes:
+    """The build context: the Dockerfile and what Dockerfile.dockerignore lets through (auditor/, pyproject, README)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path in _context_files():
+            info = tar.gettarinfo(str(path), arcname=str(path.relative_to(REPO)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            with open(path, "rb") as handle:
+                tar.addfile(info, handle)
+    return buf.getvalue()
+
+
+DEPS_FILES = ("docker/Dockerfile", "pyproject.toml")
+DEPS_REPOSITORY = "repro-audit/trainer-deps"
+
+
+def _file_digests(paths) -> dict[str, str]:
+    return {str(p.relative_to(REPO)): hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def deps_digest(base_id: str, extras: str = TRAINER_EXTRAS) -> str:
+    """The ``trainer-deps`` stage: the base, the Dockerfile, pyproject.toml, the extras and the wheels."""
+    files = _file_digests(REPO / name for name in DEPS_FILES)
+    return _digest({"base": base_id, "files": files, "extras": extras, "wheels": wheel_pins(extras), "target": "trainer-deps"})
+
+
+def trainer_digest(base_id: str, extras: str = TRAINER_EXTRAS) -> str:
+    """The trainer: its deps stage and every file of the build context (the code, the README)."""
+    return _digest({"deps": deps_digest(base_id, extras), "files": _file_digests(_context_files()), "target": "trainer"})
+
+
+def _stable_port(key: str) -> int:
+    """A port derived from the wheelhouse, so the build argument (part of the layer cache key) repeats."""
+    return 20000 + int(key[:8], 16) % 20000
+
+
+def _build(client, *, target: str, tag: str, args: dict[str, str], cache_from: list[str]) -> None:
+    import docker
+
+    log: list[str] = []
+    try:
+        for chunk in client.api.build(
+            fileobj=io.BytesIO(context_tar()), custom_context=True, dockerfile="docker/Dockerfile",
+            target=target, buildargs=args, tag=tag, network_mode="host", rm=True, forcerm=True,
+            decode=True, cache_from=cache_from or None,
+        ):
+            if "stream" in chunk:
+                log.append(chunk["stream"])
+            if "error" in chunk:
+                raise RuntimeError(f"docker build of {tag} failed: {chunk['error']}\n{''.join(log)[-4000:]}")
+    except docker.errors.APIError as exc:
+        raise RuntimeError(f"docker build of {tag} failed: {exc}\n{''.join(log)[-4000:]}") from None
+
+
+def build_trainer(client, base: Built, *, extras: str = TRAINER_EXTRAS, progress: Progress = _quiet) -> Built:
+    """The CPU trainer from docker/Dockerfile on ``base``.
+
+    The ``trainer-deps`` stage (torch and every dependency: the slow part) is cached by its digest,
+    in the engine and as a saved image under the cache folder; the trainer's own layers (the code)
+    are built on it with ``cache_from``, in seconds. ``source`` says where the deps stage came from.
+    """
+    start = time.monotonic()
+    digest = trainer_digest(base.id, extras)
+    tag = f"{TRAINER_REPOSITORY}:cpu-{digest[:12]}"
+    found = _in_engine(client, tag)
+    if found is not None:
+        return Built(tag, found.id, time.monotonic() - start, "engine")
+    deps = deps_digest(base.id, extras)
+    deps_tag = f"{DEPS_REPOSITORY}:cpu-{deps[:12]}"
+    saved = cache_dir() / f"trainer-deps-cpu-{deps}.tar"
+    wheels = wheelhouse(extras, progress=progress)
+    source = "engine"
+    with _locked(saved.with_suffix(".lock")), serve(wheels, port=_stable_port(wheels.name.split("-", 1)[1])) as url:
+        args = {
+            "BASE_IMAGE": base.tag,
+            "TRAINER_EXTRAS": extras,
+            "TORCH_VERSION": TORCH_VERSION,
+            "PIP_INSTALL_OPTIONS": f"--no-index --find-links {url}",
+        }
+        if _in_engine(client, deps_tag) is None:
+            if saved.exists():
+                progress(f"loading {deps_tag} from {saved}")
+                _load(client, saved, deps_tag)
+                source = "cache"
+            else:
+                progress(f"building {deps_tag} (torch and the dependencies) from docker/Dockerfile on {base.tag}")
+                _build(client, target="trainer-deps", tag=deps_tag, args=args, cache_from=[])
+                progress(f"saving {deps_tag} to {saved}")
+                _save(client.images.get(deps_tag), saved)
+                for old in cache_dir().glob("trainer-deps-cpu-*.tar"):
+                    if old != saved:
+                        old.unlink(missing_ok=True)  # one deps stage kept: the newest
+                source = "build"
+        progress(f"building {tag} (the code) on {deps_tag}")
+        _build(client, target="trainer", tag=tag, args=args, cache_from=[deps_tag])
+    image = client.images.get(tag)
+    return Built(tag, image.id, time.monotonic() - start, source)
+
+
+def _client(docker_host: str | None):
+    import docker
+
+    return docker.DockerClient(base_url=docker_host, timeout=600) if docker_host else docker.from_env(timeout=600)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", nargs="?", choices=("base", "trainer"), default="trainer")
+    parser.add_argument("--docker-host", default=os.environ.get("DOCKER_HOST"))
+    parser.add_argument("--extras", default=TRAINER_EXTRAS)
+    ns = parser.parse_args(argv)
+    client = _client(ns.docker_host)
+    base = build_base(client, progress=print)
+    print(f"base {base.tag} {base.id} ({base.source}, {base.seconds:.1f}s)")
+    if ns.what == "trainer":
+        trainer = build_trainer(client, base, extras=ns.extras, progress=print)
+        print(f"trainer {trainer.tag} {trainer.id} ({trainer.source}, {trainer.seconds:.1f}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["Built", "build_base", "build_trainer"]
