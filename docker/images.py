@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor.rebuild.venv import locked  # one builder per cache entry (shared with the venv cache)
+
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 #: what the trainer's build context holds (the Dockerfile's COPY sources), as Dockerfile.dockerignore says
@@ -88,20 +90,6 @@ def cache_dir() -> Path:
 
 def _digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder per cache entry at a time (two test sessions may build concurrently)."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _in_engine(client, tag: str):
@@ -168,7 +156,7 @@ def build_base(client, *, progress: Progress = _quiet) -> Built:
         return Built(tag, found.id, time.monotonic() - start, "engine")
     saved = cache_dir() / f"debian-base-image-{digest}.tar"
     rootfs = cache_dir() / f"debian-base-{digest}.tar"
-    with _locked(rootfs.with_suffix(".lock")):
+    with locked(rootfs.with_suffix(".lock")):
         if saved.exists():
             image = _load(client, saved, tag)
             return Built(tag, image.id, time.monotonic() - start, "cache")
@@ -232,7 +220,7 @@ def wheelhouse(extras: str = TRAINER_EXTRAS, *, progress: Progress = _quiet) -> 
     """A folder of wheels for exactly ``wheel_pins(extras)`` (pip's configured indexes, once; then cached)."""
     pins = wheel_pins(extras)
     folder = cache_dir() / f"wheels-{_digest(pins)[:16]}"
-    with _locked(folder.with_suffix(".lock")):
+    with locked(folder.with_suffix(".lock")):
         if (folder / ".complete").exists():
             return folder
         progress(f"collecting {len(pins)} wheels into {folder}")
@@ -361,7 +349,7 @@ def build_trainer(client, base: Built, *, extras: str = TRAINER_EXTRAS, progress
     saved = cache_dir() / f"trainer-deps-cpu-{deps}.tar"
     wheels = wheelhouse(extras, progress=progress)
     source = "engine"
-    with _locked(saved.with_suffix(".lock")), serve(wheels, port=_stable_port(wheels.name.split("-", 1)[1])) as url:
+    with locked(saved.with_suffix(".lock")), serve(wheels, port=_stable_port(wheels.name.split("-", 1)[1])) as url:
         args = {
             "BASE_IMAGE": base.tag,
             "TRAINER_EXTRAS": extras,

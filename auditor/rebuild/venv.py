@@ -138,7 +138,8 @@ def find_uv() -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """One builder per cache entry at a time, across processes (an exclusive ``flock`` on ``path``)."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +184,7 @@ class Reconstructor:
         digest = lock_digest(env)
         folder = self.cache / digest[:32]
         start = time.monotonic()
-        with _locked(self.cache / f"{digest[:32]}.lock"):
+        with locked(self.cache / f"{digest[:32]}.lock"):
             manifest = folder / "repro-reconstructed.json"
             if manifest.exists():
                 facts = json.loads(manifest.read_text())
