@@ -19,18 +19,20 @@ DAG file failing to import.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from auditor.errors import BadInput
-from auditor.lineage.redact import redacted_logger
 from auditor.settings import REBUILD_BACKEND, REBUILD_TIMEOUT_S, KubernetesSettings, Settings, get_settings
 
 if TYPE_CHECKING:
     from auditor.deploy.kubernetes import PodSettings
 
-log = redacted_logger(__name__)  # records may quote config values and URIs
+# DAG files import this module while Airflow parses them, so it loads nothing beyond settings; its one
+# message passes the redactor explicitly (and auditor.lineage.redact's sweep adds its filter later).
+log = logging.getLogger(__name__)
 
 BACKENDS = REBUILD_BACKEND.choices
 
@@ -66,8 +68,10 @@ def parse_time_pod(env: Mapping[str, str] | None = None) -> PodSettings | None:
         settings = Settings(kubernetes=KubernetesSettings.from_env(env), rebuild_timeout_s=REBUILD_TIMEOUT_S.get(env))
         return PodSettings.from_settings(settings)
     except BadInput as exc:
+        from auditor.lineage.redact import redact_text  # only on this path: parsing a DAG file stays light
+
         log.warning("%s=kubernetes, but the rebuild pod cannot be rendered: %s; building the celery route, whose "
-                    "task will fail with this error", REBUILD_BACKEND.name, exc)
+                    "task will fail with this error", REBUILD_BACKEND.name, redact_text(str(exc)))
         return None
 
 
