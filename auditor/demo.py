@@ -179,7 +179,7 @@ def seed(
 
     # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
     setup = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
-    for experiment in ("reference-model", "plain-mlflow"):
+    for experiment in ("reference-model", "plain-mlflow", S.AUDIT_EXPERIMENT.default):
         if setup.get_experiment_by_name(experiment) is None:
             setup.create_experiment(experiment, artifact_location=(root / "artifacts" / experiment).as_uri())
     client = None

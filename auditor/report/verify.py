@@ -33,6 +33,7 @@ from auditor.storage.base import BlobStore
 
 _PARTS = ("report", "evidence", "attestation")
 SUMMARIES = "summaries/"
+PLACEHOLDER = ".gitkeep"
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,8 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     out.problems.extend(_index_problems(store, keys, found_entries))
     for key in keys:
         if key in named or key == LEDGER_FILE or key == INDEX_FILE or key.startswith(ENTRIES):
+            continue
+        if key == PLACEHOLDER and not store.read(key):  # an empty .gitkeep keeps a checked-in folder
             continue
         if key.startswith(SUMMARIES) and key.endswith(".json"):
             out.problems.extend(_summary_problems(store, key, by_report))

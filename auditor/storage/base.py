@@ -101,6 +101,11 @@ class BlobStore(abc.ABC):
             keys = sorted(k for k in self._list(prefix) if k.startswith(prefix))
         yield from keys
 
+    @property
+    def identity(self) -> str:
+        """The store's one spelling, whatever path or URI opened it (what anchors name it by)."""
+        return self.uri
+
     def version_ids(self, keys: Iterable[str]) -> dict[str, str]:
         """``{key: version id}`` of the current version of each key, where the store keeps versions (S3); else {}."""
         return {}

@@ -30,6 +30,11 @@ class LocalStore(BlobStore):
         self.root = Path(root)
         self.uri = str(root)
 
+    @property
+    def identity(self) -> str:
+        """``file:///absolute/path``: ``reports``, ``./reports`` and its absolute path are one store."""
+        return self.root.resolve().as_uri()
+
     @classmethod
     def from_uri(cls, uri: str) -> LocalStore:
         if "://" not in uri:

@@ -406,3 +406,29 @@ def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught
     result = check(s3, public)
     assert not result.ok
     assert f"{entry['report']['key']} was replaced by a newer version" in messages(result)
+
+
+def test_the_cli_verifies_with_the_public_key_and_keygen_prints_readable_paths(signed, tmp_path, capsys, monkeypatch):
+    """What a newcomer types: keygen, then evidence verify --public-key (paths and key ids survive the redactor)."""
+    from auditor.cli import main
+    from auditor.settings import get_settings
+
+    _, _, settings, public, keyid = signed
+    for key, value in {"MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_REPORTS": settings.reports}.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "keygen", str(tmp_path / "new.pem")])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and str(tmp_path / "new.pem") in out and f"{tmp_path / 'new.pem'}.pub" in out
+    monkeypatch.chdir(Path(settings.reports).parent)  # the same folder spelt relatively: the same anchors
+    (Path(settings.reports) / ".gitkeep").write_bytes(b"")  # a checked-in folder's empty placeholder is not evidence
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "verify", Path(settings.reports).name, "--public-key", str(public), "--tracking-uri", settings.tracking_uri])
+    out = capsys.readouterr().out
+    assert done.value.code == 0, out
+    assert f"3 signatures verified with key {keyid}" in out and "3 MLflow anchors match" in out
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "verify", settings.reports, "--public-key", f"{tmp_path / 'new.pem'}.pub", "--tracking-uri", settings.tracking_uri])
+    assert done.value.code == 1 and "no valid signature by key" in capsys.readouterr().err
+    get_settings.cache_clear()
