@@ -61,6 +61,9 @@ IGNORED_VARIABLES = frozenset({
     "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "VIRTUAL_ENV", "EDITOR", "PAGER", "MAIL",
     "SSH_AUTH_SOCK", "SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY", "http_proxy", "https_proxy", "no_proxy",
     "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "all_proxy", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    # urllib.request.getproxies_environment's httpoxy guard ("REQUEST_METHOD" in os.environ): read whenever any
+    # library (an HTTP client, MLflow's telemetry thread) looks up proxies, never a model input
+    "REQUEST_METHOD",
     "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MPLBACKEND", "MPLCONFIGDIR",
     "KMP_DUPLICATE_LIB_OK", "KMP_AFFINITY", "KMP_BLOCKTIME", "KMP_SETTINGS", "KMP_INIT_AT_FORK",
 })
@@ -294,6 +297,10 @@ class Tracer:
         self.forked = False
         self.active = False
         self._result: TracedInputs | None = None
+        # Threads already running when the block is entered belong to libraries started before it (MLflow's
+        # telemetry, a logging queue): what they read is not the script's input, and a rebuild that never
+        # started them would read differently. The entering thread, and every thread started inside, count.
+        self._foreign: frozenset[threading.Thread] = frozenset()  # Thread objects: an ident is reused once a thread ends
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Tracer:
@@ -308,6 +315,8 @@ class Tracer:
             if type(os.environ) is os._Environ:  # type: ignore[attr-defined]
                 os.environ.__class__ = _TrackingEnviron
             _ACTIVE.append(self)
+        here = threading.current_thread()
+        self._foreign = frozenset(t for t in threading.enumerate() if t is not here)
         self.active = True
         return self
 
@@ -340,6 +349,8 @@ class Tracer:
 
     # -- what the hook and the environment view report -------------------------------------
     def _opened(self, raw: Any) -> None:
+        if self._foreign and threading.current_thread() in self._foreign:
+            return
         try:
             path = _norm(os.fsdecode(os.fspath(raw)))
         except (TypeError, ValueError):
@@ -371,6 +382,8 @@ class Tracer:
 
     def _env_read(self, name: str, value: str | None) -> None:
         if name in self._env or _variable_ignored(name, self._captured):
+            return
+        if self._foreign and threading.current_thread() in self._foreign:
             return
         if value is None:
             self._env[name] = None

@@ -213,3 +213,31 @@ def test_forked_children_do_not_report_into_a_dead_tracer_and_the_fork_is_noted(
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "True"]
+
+
+def test_reads_by_threads_running_before_the_block_are_not_the_scripts_inputs(tmp_path):
+    """A library thread started before track() (MLflow's telemetry, say) reads what the rebuild may never read."""
+    import threading
+
+    from auditor.lineage.tracing import Tracer
+
+    go, done = threading.Event(), threading.Event()
+
+    def library_thread():
+        go.wait(5)
+        os.environ.get("REPRO_TEST_LIBRARY_THREAD_VAR")
+        done.set()
+
+    before = threading.Thread(target=library_thread, daemon=True)
+    before.start()
+    tracer = Tracer(repo_top=None).start()
+    try:
+        go.set()
+        done.wait(5)
+        inside = threading.Thread(target=lambda: os.environ.get("REPRO_TEST_SCRIPT_THREAD_VAR"))
+        inside.start()
+        inside.join()
+    finally:
+        traced = tracer.stop()
+    names = {e.name for e in traced.env}
+    assert "REPRO_TEST_SCRIPT_THREAD_VAR" in names and "REPRO_TEST_LIBRARY_THREAD_VAR" not in names
