@@ -30,9 +30,10 @@ test: venv sysdeps
 image: venv sysdeps
 	$(PY) docker/images.py trainer
 
-# The image end-to-end test of issue 15 (opt-in: it builds the images first; see docker/README.md).
+# The image end-to-end and reconstructed-environment tests of issue 15 (opt-in: they build images and
+# environments first; see docker/README.md).
 test-image: venv sysdeps
-	$(PY) -m pytest -q -m image_e2e tests/integration/test_image_e2e.py
+	$(PY) -m pytest -q -m image_e2e tests/integration/test_image_e2e.py tests/integration/test_reconstructed_env.py
 
 image-base: venv sysdeps
 	$(PY) docker/images.py base

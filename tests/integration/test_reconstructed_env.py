@@ -30,7 +30,8 @@ import pytest
 
 from auditor import settings as S
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # the first audit may build the environment
+# opt-in with the image test (`make test-image`): it builds environments for minutes, beyond CI's budget
+pytestmark = [pytest.mark.slow, pytest.mark.image_e2e, pytest.mark.timeout(1800)]  # the first audit may build the environment
 
 MODEL = "tiny-dependent"
 SCALES = {"1.0": "1.0", "2.0": "1.5"}
