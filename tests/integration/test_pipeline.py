@@ -131,13 +131,17 @@ def test_an_audit_is_an_mlflow_run_and_the_version_loads_as_a_pyfunc(seeded_regi
     runs = mlflow.search_runs(experiment_names=[settings.audit_experiment], output_format="list")
     mine = [r for r in runs if r.data.params.get("repro.ledger.head")]
     assert mine, "no audit run"
-    run = next(r for r in mine if r.data.tags.get(TAG_RUN_IDENTITY, "").startswith("reference-model_v"))
+    name = published.result.model.name
+    run = next(r for r in mine if r.data.tags.get(TAG_RUN_IDENTITY, "").startswith(f"{name}_v"))
     files = {f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert any(f.endswith(".html") for f in files) and any(f.endswith(".json") for f in files)
     assert run.data.tags["repro.audit.verdict"] == published.result.verdict.value
     registry, info, _ = _registered(seeded_registry, "clean")
     assert info.tags[TAG_AUDIT_RUN] == run.info.run_id
-    assert mlflow.MlflowClient().get_model_version(info.name, info.version).model_id  # registered from a LoggedModel
+    client = mlflow.MlflowClient()
+    version = client.get_model_version(info.name, info.version)
+    logged = client.get_logged_model(client.get_run(version.run_id).data.tags["repro.logged_model"])
+    assert version.source == logged.artifact_location  # registered from the run's LoggedModel (MLmodel + signature)
     model = mlflow.pyfunc.load_model(f"models:/{info.name}@champion")
     assert model.metadata.signature is not None
     prediction = model.predict(np.zeros((3, model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"][1]), dtype=np.float32))
