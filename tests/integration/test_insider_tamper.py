@@ -246,18 +246,23 @@ def test_an_attestation_verifies_with_securesystemslib_itself_and_fails_after_on
             Envelope.from_dict(copy.deepcopy(tampered)).verify([key], 1)
 
 
-def test_a_record_rewritten_with_its_digest_tags_recomputed_fails_lineage(signed, monkeypatch):
-    """MLflow's immutable params (record digest, seed) still hold the training-time values."""
-    registry, infos, settings, _, _ = signed
-    info = infos[1]
-    record = json.loads(registry.read_run_file(info.run_id, RECORD_ARTIFACT))
-    record["seeds"]["seed"] = 12345
+def _rewrite_seed(registry, info, seed: int) -> None:
+    """The insider's edit: another seed in the stored record, and every digest tag recomputed to match."""
     from auditor.lineage.record import RunRecord
 
+    record = json.loads(registry.read_run_file(info.run_id, RECORD_ARTIFACT))
+    record["seeds"]["seed"] = seed
     forged = RunRecord.model_validate(record)
     registry.put_artifact(info.run_id, RECORD_ARTIFACT, forged.to_json().encode())
     registry.set_tags(registry.resolve(info.ref), {TAG_RECORD_DIGEST: forged.digest()})
     registry.set_run_tags(info.run_id, {TAG_RECORD_DIGEST: forged.digest()})
+
+
+def test_a_record_rewritten_with_its_digest_tags_recomputed_fails_lineage(signed, monkeypatch):
+    """MLflow's immutable params (record digest, seed) still hold the training-time values."""
+    registry, infos, settings, _, _ = signed
+    info = infos[1]
+    _rewrite_seed(registry, info, 12345)
     monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
     result = pipeline.audit(info.ref, date="2026-06-01", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
@@ -268,14 +273,7 @@ def test_a_record_rewritten_where_no_param_anchors_it_disagrees_with_earlier_pub
     registry, infos, settings, _, _ = signed
     info = infos[2]
     registry._runs[info.run_id].params.clear()  # registered by an SDK that logged no params
-    record = json.loads(registry.read_run_file(info.run_id, RECORD_ARTIFACT))
-    record["seeds"]["seed"] = 999
-    from auditor.lineage.record import RunRecord
-
-    forged = RunRecord.model_validate(record)
-    registry.put_artifact(info.run_id, RECORD_ARTIFACT, forged.to_json().encode())
-    registry.set_tags(registry.resolve(info.ref), {TAG_RECORD_DIGEST: forged.digest()})
-    registry.set_run_tags(info.run_id, {TAG_RECORD_DIGEST: forged.digest()})
+    _rewrite_seed(registry, info, 999)
     monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
     result = pipeline.audit(info.ref, date="2026-06-02", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
