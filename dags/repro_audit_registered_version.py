@@ -4,7 +4,7 @@ Scheduled on the training DAG's asset (``REPRO_TRAINING_ASSET``, default
 ``mlflow://models``): the training DAG declares it as an outlet and names the version
 it registered in the event's extra, ``{"model_uri": "models:/NAME/VERSION"}``. One
 task, one call into ``auditor.pipeline.audit_and_publish`` (what ``repro-audit audit``
-runs), whose verdict is the task's state as in the nightly audit. Parsing reads only
+runs), then the ``verdict`` task whose state is the verdict, as in the nightly audit. Parsing reads only
 settings through reads that cannot fail; the task resolves the rest when it runs.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Asset, dag
 
-from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults
+from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import TRAINING_ASSET
 
 GPU_POOL = "repro_gpu"
@@ -34,7 +34,7 @@ GPU_QUEUE = "gpu"
 def repro_audit_registered_version() -> None:
     @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
     def audit(publish_error: bool = True, **context) -> dict:
-        """Audit and publish the newly registered version; the verdict is the task's state."""
+        """Audit and publish the newly registered version (the ``verdict`` task after it judges the verdict)."""
         from auditor import pipeline
         from auditor.deploy.airflow import registered_version, remember_settings, task_settings
 
@@ -45,7 +45,7 @@ def repro_audit_registered_version() -> None:
             settings=settings, publish_error=publish_error,
         )
 
-    audit()
+    verdict_task()(audit())
 
 
 repro_audit_registered_version()

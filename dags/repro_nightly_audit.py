@@ -11,9 +11,10 @@ route through ``parse_time_pod``, which falls back to celery. Each task resolves
 settings once, when it runs (the MLflow and S3 Connections over the environment,
 ``auditor.deploy.airflow.task_settings``), and passes them down.
 
-The audit task's state is its verdict (``auditor.deploy.airflow.AuditOperator``):
-green when reproduced, failed without retry when not reproducible or out of
-tolerance, retried on ERROR; ``publish`` runs whatever they did. Trigger params
+Each audit is two tasks (``auditor.deploy.airflow``): ``audit`` publishes the
+report and succeeds whatever the verdict (an ERROR with retries left is retried
+afresh); ``verdict`` after it is the verdict as a state: green when reproduced,
+failed without retry otherwise. ``publish`` runs after them whatever they did. Trigger params
 (``date``, ``max_models``, ``budget_hours``, ``models``) override the logical date,
 the budget and which models are sampled.
 """
@@ -27,7 +28,7 @@ import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
 from auditor.deploy import check_route, parse_time_pod
-from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults
+from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import NIGHTLY_SCHEDULE
 
 GPU_POOL = "repro_gpu"
@@ -51,7 +52,7 @@ def make_audit_task() -> Any:
     @audit_task(task_id="audit", pool=GPU_POOL, queue=GPU_QUEUE, map_index_template="{{ model_ref }}",
                 execution_timeout=audit_timeout())
     def audit(pick: dict, publish_error: bool = True, **context) -> dict:
-        """Audit and publish one model; the verdict becomes the task's state (see ``AuditOperator``)."""
+        """Audit and publish one model; the ``verdict`` task after it turns the verdict into a state."""
         from auditor import pipeline
         from auditor.deploy.airflow import remember_settings, task_settings
 
@@ -133,7 +134,8 @@ def repro_nightly_audit() -> None:
 
     picks = sample()
     results = audit_each(picks)
-    publish(picks["sample"], results)
+    verdicts = verdict_task().expand(row=results)
+    verdicts >> publish(picks["sample"], results)  # after the verdicts, so a red one does not end the run early
 
 
 repro_nightly_audit()

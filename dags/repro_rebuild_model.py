@@ -7,8 +7,8 @@ rebuilt artifact is kept with the report's evidence. Idempotent per model
 version and logical date: a second trigger for the same day publishes nothing new.
 Parsing reads only the retry delay, rebuild timeout, mail recipients and the runner
 param's default, through reads that cannot fail; the task resolves the settings (and
-the MLflow and S3 Connections) when it runs. The task's state is the verdict, as in
-the nightly audit (``auditor.deploy.airflow.AuditOperator``).
+the MLflow and S3 Connections) when it runs. The ``verdict`` task after it is the
+verdict as a state, as in the nightly audit (``auditor.deploy.airflow.VerdictOperator``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag
 
-from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults
+from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import RUNNER
 
 GPU_POOL = "repro_gpu"
@@ -52,7 +52,7 @@ def _date(context: Mapping[str, Any]) -> str:
 def repro_rebuild_model() -> None:
     @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
     def rebuild(publish_error: bool = True, **context) -> dict:
-        """Rebuild, judge and publish; returns the verdict and the report's URI; the verdict is the task's state."""
+        """Rebuild, judge and publish; returns the verdict and the report's URI (the ``verdict`` task judges it)."""
         from auditor import pipeline
         from auditor.deploy.airflow import remember_settings, task_settings
 
@@ -68,7 +68,7 @@ def repro_rebuild_model() -> None:
             publish_error=publish_error,
         )
 
-    rebuild()
+    verdict_task()(rebuild())
 
 
 repro_rebuild_model()

@@ -3,20 +3,22 @@
 Imported by the DAG files and run by Airflow; nothing here runs at parse time beyond building
 objects (the settings it reads while parsing go through ``Setting.get_or_default``, which never raises).
 
-- **Outcomes.** ``AuditOperator`` (the decorator ``audit_task``) turns an audit's verdict into the
-  task's state through ``auditor.errors.task_outcome``: REPRODUCED_* succeeds; NOT_REPRODUCIBLE and
-  OUT_OF_TOLERANCE fail with ``AirflowFailException`` (no retry changes them), after the verdict is
-  published and pushed to XCom so the ``all_done`` summary lists it; ERROR is retried: a try with retries
-  left publishes nothing (``publish_error=False``) so the retry audits afresh, and the last try publishes
-  the ERROR verdict and fails (a rerun for the same date re-reads it and fails without retry).
+- **Outcomes.** An audit is two tasks. ``AuditOperator`` (the decorator ``audit_task``) runs the audit and
+  publishes it; it succeeds whatever the verdict, except an ERROR with retries left, which it raises so
+  Airflow retries it (that try publishes nothing, ``publish_error=False``, so the retry audits afresh; the
+  last try publishes the ERROR). ``VerdictOperator`` (``verdict_task``, the task after it, never retried)
+  turns the published verdict into its state through ``auditor.errors.task_outcome``: REPRODUCED_* succeeds;
+  NOT_REPRODUCIBLE, OUT_OF_TOLERANCE and a published ERROR fail with ``AirflowFailException``. So the
+  grid shows a non-reproduced verdict as a red ``verdict`` instance, while the audit that found it ends
+  COMPLETE in OpenLineage with its report among its outputs (a failed task would end FAIL).
 - **Notifications.** ``failure_notifiers`` gives SMTP notifiers (the SMTP provider's ``SmtpNotifier``,
-  through the Connection ``REPRO_SMTP_CONN_ID``) for a failed audit task and a failed DAG run, to
+  through the Connection ``REPRO_SMTP_CONN_ID``) for a failed verdict or audit task and a failed DAG run, to
   ``REPRO_NOTIFY_EMAIL``; none when it is unset.
 - **Connections.** ``task_settings`` resolves, when the task runs, the MLflow tracking URI from the
   Connection ``REPRO_MLFLOW_CONN_ID`` and S3's endpoint and credentials from ``REPRO_S3_CONN_ID``;
   without them, the environment.
 - **Assets.** Each published report is an asset event on the alias ``REPORTS_ALIAS``.
-- **Links.** ``ReportLink`` and ``ModelVersionLink``: the audit task's extra links.
+- **Links.** ``ReportLink`` and ``ModelVersionLink``: the audit and verdict tasks' extra links.
 - **Lineage.** ``AuditOperator`` implements the OpenLineage provider's ``get_openlineage_facets_on_*``:
   inputs the model version, its snapshots and image; outputs the report, its evidence and, when
   published, its attestation (``<stem>.intoto.json``).
@@ -193,12 +195,23 @@ def _redacted(uri: str) -> str:
     return f"{scheme}{sep}{rest}"
 
 
+def _emit_report_event(context, row: Mapping[str, Any]) -> None:
+    """The published report as an event of the asset alias ``REPORTS_ALIAS`` (extra: model, verdict)."""
+    if row.get("report"):
+        from airflow.sdk import Asset
+
+        context["outlet_events"][AssetAlias(REPORTS_ALIAS)].add(
+            Asset(_file_uri(row["report"])), extra={"model": row["ref"], "verdict": row["verdict"]})
+
+
 class AuditOperator(_PythonDecoratedOperator):
-    """A ``@task`` whose return value is an audit row (``pipeline.audit_and_publish``), settled into a task state.
+    """A ``@task`` whose return value is an audit row (``pipeline.audit_and_publish``): the audit, not its verdict.
 
     The decorated function calls the pipeline and returns its row; ``execute`` then records the row
-    (links, lineage), emits the report's asset event, pushes the row to XCom and fails or succeeds
-    as ``task_outcome`` says. The function gets ``publish_error`` (False while retries are left).
+    (links, lineage), emits the report's asset event and returns the row, whatever the verdict: the
+    ``verdict`` task after it turns the verdict into a state. The one exception is an ERROR that was
+    not published (a try with retries left: the function gets ``publish_error=False``), raised so
+    Airflow retries the audit afresh.
     """
 
     custom_operator_name = "@audit_task"
@@ -212,21 +225,10 @@ class AuditOperator(_PythonDecoratedOperator):
         self.audit_row = None
         row = super().execute(context)
         self.audit_row = row
-        outcome = task_outcome(row["verdict"])
-        if row.get("report"):
-            from airflow.sdk import Asset
-
-            context["outlet_events"][AssetAlias(REPORTS_ALIAS)].add(
-                Asset(_file_uri(row["report"])), extra={"model": row["ref"], "verdict": row["verdict"]})
-        if outcome == "success":
-            return row
-        ti.xcom_push(key="return_value", value=row)  # the summary lists the verdict of a failed task too
-        detail = (row.get("error") or "").splitlines()[0][:300] if row.get("error") else ""
-        message = f"{row['ref']} {row['verdict']}" + (f": {detail}" if detail else "") + (
-            f" (report {row['report']})" if row.get("report") else "")
-        if outcome == "fail" or row.get("skipped"):  # an ERROR published for this date is re-read, not re-audited
-            raise AirflowFailException(message)
-        raise AuditFailed(message)
+        _emit_report_event(context, row)
+        if task_outcome(row["verdict"]) == "retry" and not last_try and not row.get("skipped"):
+            raise AuditFailed(_verdict_message(row))  # nothing was published: the retry audits afresh
+        return row
 
     # OpenLineage (the provider's DefaultExtractor calls these)
     def _model_ref(self) -> str | None:
@@ -266,6 +268,56 @@ class AuditOperator(_PythonDecoratedOperator):
 
     def get_openlineage_facets_on_failure(self, task_instance):
         return self._lineage(complete=True)
+
+
+def _verdict_message(row: Mapping[str, Any]) -> str:
+    """``models:/NAME/V VERDICT: first line of the error (report URI)``: the failed task's exception and mail subject."""
+    detail = (row.get("error") or "").splitlines()[0][:300] if row.get("error") else ""
+    return f"{row['ref']} {row['verdict']}" + (f": {detail}" if detail else "") + (
+        f" (report {row['report']})" if row.get("report") else "")
+
+
+class VerdictOperator(_PythonDecoratedOperator):
+    """The task after an audit: its state is the audit's verdict (``auditor.errors.task_outcome``), never retried.
+
+    It succeeds for REPRODUCED_*, and fails with ``AirflowFailException`` for NOT_REPRODUCIBLE,
+    OUT_OF_TOLERANCE and a published ERROR (the audit's own retries are spent by then). It carries the
+    same links as the audit, so the red instance in the grid opens the report.
+    """
+
+    custom_operator_name = "@verdict_task"
+    operator_extra_links = (ReportLink(), ModelVersionLink())
+
+    def execute(self, context):
+        row = super().execute(context)
+        self.audit_row = row
+        context["model_ref"] = row.get("ref")  # names the mapped instance in the UI
+        try:
+            self.tracking_uri = task_settings().tracking_uri
+        except Exception:  # noqa: BLE001 - only the "Model version" link needs it; the audit resolved them already
+            self.tracking_uri = None
+        if task_outcome(row["verdict"]) != "success":
+            raise AirflowFailException(_verdict_message(row))
+        return row
+
+
+def _pass_row(row: dict) -> dict:
+    """The audit's row, passed on unchanged (``VerdictOperator`` judges it)."""
+    return row
+
+
+def verdict_task(**kwargs):
+    """The ``verdict`` task to call on an audit's row (``verdict_task()(audit())``, or ``.expand(row=...)``)."""
+    kwargs.setdefault("task_id", "verdict")
+    kwargs.setdefault("multiple_outputs", False)
+    kwargs.setdefault("map_index_template", "{{ model_ref }}")
+    kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
+    kwargs["retries"] = 0  # a verdict is settled: no retry changes it
+    # all_done: an audit that failed outright (it is red itself) must not hold back the other audits'
+    # verdicts. Mapped over a mapped audit's results, Airflow maps one verdict per row that audit pushed,
+    # so the verdict's index can differ from its audit's; each instance is named by its row's model ref.
+    kwargs.setdefault("trigger_rule", "all_done")
+    return task_decorator_factory(python_callable=_pass_row, decorated_operator_class=VerdictOperator, **kwargs)
 
 
 def _published(report: str, settings: Settings) -> tuple[dict[str, str], list[str]]:

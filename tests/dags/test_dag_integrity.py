@@ -131,6 +131,9 @@ def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parse
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
 def test_every_task_retries_at_least_twice_after_the_configured_delay(parsed, dag_id):
     for task_id, task in parsed["dags"][dag_id]["tasks"].items():
+        if task_id == "verdict":  # a published verdict is settled: retrying its task changes nothing
+            assert task["retries"] == 0 and task["operator"] == "VerdictOperator", f"{dag_id}.{task_id}: {task}"
+            continue
         assert task["retries"] >= 2, f"{dag_id}.{task_id}"
         assert task["retry_delay_s"] == 7, f"{dag_id}.{task_id} ignores REPRO_RETRY_DELAY_S"
 
@@ -153,9 +156,11 @@ def test_the_nightly_dag_samples_then_maps_audits_then_always_publishes(parsed):
     assert nightly["catchup"] is False
     assert nightly["max_active_runs"] == 1
     tasks = nightly["tasks"]
-    assert set(tasks) == {"sample", "audit", "publish"}
+    assert set(tasks) == {"sample", "audit", "verdict", "publish"}
     assert tasks["audit"]["mapped"] and tasks["audit"]["upstream"] == ["sample"]
-    assert tasks["publish"]["upstream"] == ["audit", "sample"]
+    assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit"]
+    # publish waits for the verdicts too, so a red verdict is never a leaf that ends the run failed
+    assert tasks["publish"]["upstream"] == ["audit", "sample", "verdict"]
     # A failed audit must not stop the summary that lists it as an error.
     assert tasks["publish"]["trigger_rule"] == "all_done"
 
@@ -229,6 +234,12 @@ def test_every_audit_task_is_bounded_by_three_rebuild_timeouts_links_its_report_
         assert task["on_failure"] == 1, f"{dag_id}.{task_id} mails no one on a non-reproduced verdict"
         assert any("repro-audit-reports" in o for o in task["outlets"]), task["outlets"]
         assert set(task["links"]) == {"Audit report", "Model version"}, task["links"]
+        verdict = parsed["dags"][dag_id]["tasks"]["verdict"]  # the task whose state is the verdict
+        assert verdict["upstream"] == [task_id], f"{dag_id}: {verdict}"
+        assert verdict["trigger_rule"] == "all_done"  # an audit that failed outright holds back no other verdict
+        assert verdict["on_failure"] == 1, f"{dag_id}.verdict mails no one on a non-reproduced verdict"
+        assert set(verdict["links"]) == {"Audit report", "Model version"}, verdict["links"]
+        assert verdict["pool"] != "repro_gpu" and verdict["queue"] != "gpu"  # no accelerator to judge a row
     for dag_id, dag in parsed["dags"].items():
         assert dag["on_failure"] == 1, f"{dag_id} mails no one when a run fails"
 
@@ -247,7 +258,7 @@ def test_the_nightly_trigger_form_takes_a_date_a_budget_and_a_model_filter(parse
 def test_a_registered_version_is_audited_when_the_training_asset_updates(parsed):
     dag = parsed["dags"]["repro_audit_registered_version"]
     assert "Asset(" in dag["schedule"] and "uri='mlflow://models/credit-scorer'" in dag["schedule"], dag["schedule"]
-    assert set(dag["tasks"]) == {"audit"}
+    assert set(dag["tasks"]) == {"audit", "verdict"}
 
 
 def test_without_recipients_no_notifier_is_attached(airflow_env, run_in_airflow):

@@ -48,6 +48,9 @@ for _ in range(int(os.environ["PROBE_TIMES"])):
         xcom = {f"{x.task_id}[{x.map_index}].{x.key}": XComModel.deserialize_value(x) for x in rows}
     tasks = {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}
     tries = {f"{ti.task_id}[{ti.map_index}]": ti.try_number for ti in run.get_task_instances()}
+    # verdict instances by the model ref they are named by (one per audit that pushed a row)
+    tasks.update({f"verdict[{ti.rendered_map_index}]": str(ti.state) for ti in run.get_task_instances() if ti.task_id == "verdict"})
+    tries.update({f"verdict[{ti.rendered_map_index}]": ti.try_number for ti in run.get_task_instances() if ti.task_id == "verdict"})
     runs.append({"state": str(run.state), "tasks": tasks, "tries": tries, "xcom": xcom})
 json.dump(runs, open(os.environ["PROBE_OUT"], "w"))
 """
@@ -99,19 +102,24 @@ def test_the_nightly_dag_reports_every_sampled_model_once_per_date_and_lists_eve
     assert [row["ref"] for row in summary["audits"]] == picks
     rows = {row["ref"]: row for row in summary["audits"]}
 
-    # The grid shows each verdict: a reproduced audit is green; a verdict that no retry changes (not
-    # reproducible, out of tolerance) fails on its first try; an ERROR is retried and fails on its last;
-    # the task that could not publish failed after its retries. The run and the others went on.
+    # The grid shows each verdict: every published audit is green and its verdict task is the verdict: green
+    # when reproduced, failed on its first try otherwise (no retry changes it); an ERROR audit was retried
+    # and published on its last try; the audit that could not publish failed after its retries, its verdict
+    # never ran. The run and the others went on.
     broken_task = f"audit[{picks.index(broken)}]"
     assert first["tasks"].pop(broken_task).endswith("failed")
     assert first["tries"][broken_task] == 3
+    assert f"verdict[{broken}]" not in first["tasks"]  # it pushed no row to judge
+    assert len([t for t in first["tasks"] if t.startswith("verdict[models:/")]) == len(picks) - 1
     for i, ref in enumerate(picks):
         if ref == broken:
             continue
-        verdict, task = rows[ref]["verdict"], f"audit[{i}]"
+        verdict, task, judged = rows[ref]["verdict"], f"audit[{i}]", f"verdict[{ref}]"
         reproduced = verdict.startswith("REPRODUCED")
-        assert first["tasks"][task].endswith("success" if reproduced else "failed"), (ref, verdict, first["tasks"][task])
+        assert first["tasks"][task].endswith("success"), (ref, verdict, first["tasks"][task])
         assert first["tries"][task] == (3 if verdict == "ERROR" else 1), (ref, verdict, first["tries"][task])
+        assert first["tasks"][judged].endswith("success" if reproduced else "failed"), (ref, verdict, first["tasks"][judged])
+        assert first["tries"][judged] == 1, (ref, verdict, first["tries"][judged])
     assert first["tasks"]["sample[-1]"].endswith("success") and first["tasks"]["publish[-1]"].endswith("success")
     assert first["state"].endswith("success")
 
