@@ -499,9 +499,10 @@ def _rebuild_once(a: _Audit, workspace, out: Path, timeout: float, **recipe: Any
 
 
 #: Re-evaluate the registered weights in a forked child of the rebuild's own process (issue 18), instead
-#: of a second process. Off by default: an audit of an adapted public script hung in that path (the
-#: onboarding test timed out at 850 s); the evaluate-only run then a separate rebuild is what always ran.
-EVALUATE_THEN_TRAIN = False
+#: of a second process. An audit of the adapted public example once hung there: its script ran torch
+#: code before ``auditor.start``, so the child entered an OpenMP pool whose threads a fork does not copy;
+#: the child now always limits its native pools to one thread (``auditor.registry.sdk._one_thread``).
+EVALUATE_THEN_TRAIN = True
 
 
 def _once_more(a: _Audit, workspace, out: Path, timeout: float, first: RecipeCrashed, **recipe: Any) -> RunResult:

@@ -646,7 +646,6 @@ def _after_enter(tracker: track, run: Run) -> None:
     from auditor.lineage.gather import ArgparseSource
 
     _CURRENT[:] = [run]
-    run._threads_at_enter = _thread_count()  # threads started later (an OpenMP pool) make a fork's child single-threaded
 
     if isinstance(tracker._config, ArgparseSource):
         if run.rebuild:
@@ -987,9 +986,11 @@ def _evaluate_here(run: Run) -> bool:
             return True
     except ImportError:
         pass
-    # A fork copies no threads: a child that enters an OpenMP pool its parent started (the first parallel torch
-    # operation starts it) waits forever for the pool's threads. Such a child evaluates on one thread.
-    pool_started = _thread_count() > getattr(run, "_threads_at_enter", 0)
+    # A fork copies no threads: a child that enters an OpenMP pool its parent started (torch's first parallel
+    # operation starts one, as do scikit-learn and XGBoost) waits forever for the pool's threads. Whether the
+    # parent started one cannot be told reliably (a script may run torch code before `auditor.start`, which
+    # hung an audit of the adapted public example), so the child always evaluates with every native pool
+    # limited to one thread: its metrics agree to float resolution, inside the evaluation band.
     folder = run._output_dir / EVALUATION_DIR
     folder.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
@@ -1002,8 +1003,7 @@ def _evaluate_here(run: Run) -> bool:
         os.dup2(log_fd, 2)
         run._output_dir = folder
         run._scratch = Path(tempfile.mkdtemp(prefix="repro-evaluate-"))
-        if pool_started:
-            _one_thread()
+        _one_thread()
         run._evaluation_child = True
         run._evaluate_decided = True
         return True
@@ -1015,22 +1015,17 @@ def _evaluate_here(run: Run) -> bool:
     return False
 
 
-def _thread_count() -> int:
-    """This process's OS threads (Linux ``/proc``); unknown counts as many."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return 1 << 20
-
-
 def _one_thread() -> None:
+    """Limit every native thread pool of this (forked) process to one thread: OpenMP, BLAS, and torch's own."""
     try:
-        import torch
-    except ImportError:
-        return
-    log.warning("repro: the script ran parallel torch code before asking for the weights to evaluate, so they are evaluated "
-                "on one thread (metrics agree to float resolution); ask for run.weights_to_evaluate first to keep the recorded count")
-    torch.set_num_threads(1)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1)  # omp_set_num_threads(1) and the BLAS setters of every loaded runtime
+    except Exception as exc:  # noqa: BLE001 - torch's own setting below still covers torch's pool
+        log.warning("repro: could not limit the native thread pools of the evaluation child (%s)", exc)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _end_evaluation_child(run: Run) -> None:

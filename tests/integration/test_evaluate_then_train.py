@@ -2,8 +2,9 @@
 
 The SDK forks when the script asks for the weights: the child evaluates them (its outputs in
 ``REPRO_OUTPUT_DIR/evaluation``) and ends; the parent, which the script sees as the same run, gets
-None and trains. Real fork, real torch; the second case starts torch's OpenMP pool before asking, which
-a forked child must not enter (it would wait forever on the pool's threads).
+None and trains. Real fork, real torch; the other cases start torch's OpenMP pool before asking, inside
+the tracked block or before it (as the adapted public example does, whose audit once hung here), which a
+forked child must not enter (it would wait forever on the pool's threads).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def rebuild(tmp_path: Path):
     return repo, weights, env, tmp_path / "out"
 
 
-@pytest.mark.parametrize("pool_first", [False, True], ids=["asked-first", "after-parallel-torch"])
+@pytest.mark.parametrize("pool_first", [False, True, "before-start"], ids=["asked-first", "after-parallel-torch", "parallel-torch-before-start"])
 @pytest.mark.timeout(300)  # a child stuck in its parent's OpenMP pool would hang here
 def test_the_child_evaluates_and_the_parent_trains(rebuild, pool_first):
     import torch
@@ -41,8 +42,11 @@ def test_the_child_evaluates_and_the_parent_trains(rebuild, pool_first):
 
     repo, weights, env, out = rebuild
     torch.set_num_threads(2)
+    if pool_first == "before-start":
+        big = torch.randn(40000, 24)
+        (big - big.mean(0)) / big.std(0)  # the pool starts before the SDK sees the run
     with auditor.track(config=repo / "config.yaml", data={}, repo_dir=repo, env=env) as run:
-        if pool_first:
+        if pool_first is True:
             big = torch.randn(40000, 24)
             (big - big.mean(0)) / big.std(0)  # a parallel ATen reduction: starts the OpenMP pool
         given = run.weights_to_evaluate
