@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--replay-all", default="intact,data-one,data-all,lr-one,lr-all",
                         help="configurations whose every segment is replayed (the others: a 2-segment audit)")
     parser.add_argument("--no-intact", action="store_true", help="skip the intact configuration's replay")
+    parser.add_argument("--default-every", type=int, default=100,
+                        help="the README's k (auditor.checkpoint_every(100)): its checkpoint cost is measured too")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     import logging
@@ -89,6 +91,11 @@ def main() -> None:
         chain_loop, saving = _loop(world.logs["clean"])
         say(f"checkpoint cost: training loop {plain_loop:.2f} s without a chain, {chain_loop:.2f} s with {n} checkpoints; "
             f"saving them {saving:.2f} s = {saving / chain_loop:.1%} of the loop (target <= 5 %)")
+        if args.default_every and args.default_every != args.every:
+            W.train(world, "default-k", *common, f"every={args.default_every}")
+            default_loop, default_saving = _loop(world.logs["default-k"])
+            say(f"checkpoint cost at the README's k={args.default_every}: {args.steps // args.default_every} checkpoints, "
+                f"saving them {default_saving:.2f} s = {default_saving / default_loop:.1%} of a {default_loop:.2f} s loop (target <= 5 %)")
 
         # (a) a 2-segment audit against a full retrain
         runs: list = []
