@@ -301,6 +301,7 @@ class Tracer:
         # telemetry, a logging queue): what they read is not the script's input, and a rebuild that never
         # started them would read differently. The entering thread, and every thread started inside, count.
         self._foreign: frozenset[threading.Thread] = frozenset()  # Thread objects: an ident is reused once a thread ends
+        self.foreign_reads = 0  # reads left out because a thread started before the block made them (see stop)
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Tracer:
@@ -342,6 +343,9 @@ class Tracer:
             notes.append(f"the environment was read in bulk {self.bulk_env_reads} time(s) (copy, items, dict(os.environ)): values read that way are not traced")
         if self.forked:
             notes.append("the process forked while traced: reads in the child processes are not traced")
+        if self.foreign_reads:
+            notes.append(f"{self.foreign_reads} read(s) by threads already running when track() was entered were not traced "
+                         "(a library's background thread, or a thread the script started before track())")
         files = [self._files[p] for p in sorted(self._files)]
         env = [TracedVariable(name=name, sha256=self._env[name]) for name in sorted(self._env)]
         self._result = TracedInputs(files=files, env=env, notes=notes)
@@ -350,6 +354,7 @@ class Tracer:
     # -- what the hook and the environment view report -------------------------------------
     def _opened(self, raw: Any) -> None:
         if self._foreign and threading.current_thread() in self._foreign:
+            self.foreign_reads += 1
             return
         try:
             path = _norm(os.fsdecode(os.fspath(raw)))
@@ -384,6 +389,7 @@ class Tracer:
         if name in self._env or _variable_ignored(name, self._captured):
             return
         if self._foreign and threading.current_thread() in self._foreign:
+            self.foreign_reads += 1
             return
         if value is None:
             self._env[name] = None

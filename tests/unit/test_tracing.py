@@ -241,3 +241,5 @@ def test_reads_by_threads_running_before_the_block_are_not_the_scripts_inputs(tm
         traced = tracer.stop()
     names = {e.name for e in traced.env}
     assert "REPRO_TEST_SCRIPT_THREAD_VAR" in names and "REPRO_TEST_LIBRARY_THREAD_VAR" not in names
+    # what was left out is said, not hidden: the record's notes count those reads
+    assert any("threads already running when track() was entered were not traced" in n for n in traced.notes), traced.notes
