@@ -269,7 +269,11 @@ class DockerRunner:
         weights = spec.env.get(ENV_EVALUATE_WEIGHTS)
         if weights:  # the registered weights to re-evaluate: a host file, mounted read-only where the script looks
             inside = f"{EVALUATE_DIR}/{Path(weights).name}"
-            mounts.append(Mount(inside, str(Path(weights).resolve()), type="bind", read_only=True))
+            source = Path(weights).resolve()
+            # The container's user owns none of the host's files: an MLflow download is 0600, which it cannot read
+            # (safetensors then says "No such file or directory"). The audit's own copy is made readable to all.
+            source.chmod(source.stat().st_mode | 0o444)
+            mounts.append(Mount(inside, str(source), type="bind", read_only=True))
             environment[ENV_EVALUATE_WEIGHTS] = inside
         environment["HOME"] = "/tmp"  # a host path (the workspace's home) means nothing inside the container
         if spec.image is not None:  # the rebuild's own record names the image it ran in, as training's did

@@ -379,6 +379,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         assert run is not None
         _before_exit(run)
         run.failed = exc_type is not None
+        run._exit_exc = (exc_type, exc, tb) if exc_type is not None else None  # the evaluation child prints it
         elapsed = time.monotonic() - self._started
         _stop_tracing(run)
         try:
@@ -1032,6 +1033,11 @@ def _end_evaluation_child(run: Run) -> None:
     """In the forked evaluation child, end the process once its outputs are written (the parent trains)."""
     if not getattr(run, "_evaluation_child", False):
         return
+    failure = getattr(run, "_exit_exc", None)
+    if failure is not None:  # os._exit below ends the child before Python would print the traceback
+        import traceback
+
+        traceback.print_exception(*failure, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     shutil.rmtree(run._scratch, ignore_errors=True)

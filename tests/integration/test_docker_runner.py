@@ -192,3 +192,21 @@ def test_an_accelerator_request_reaches_the_engine_and_a_refusal_names_the_image
         DockerRunner(client=docker_engine).run(spec)
     assert busybox_image.tag in str(caught.value)
     assert _leftovers(docker_engine) == []
+
+
+def test_the_registered_weights_to_re_evaluate_are_readable_by_the_containers_user(
+    docker_engine, busybox_image, tmp_path, workspace
+):
+    """An MLflow download is 0600 and the container's user owns none of the host's files (issue 15's e2e failure)."""
+    weights = tmp_path / "registered.safetensors"
+    weights.write_bytes(b"weights-bytes")
+    weights.chmod(0o600)
+    image = ImageRef(busybox_image.tag, busybox_image.id)
+    script = 'echo "uid=$(id -u)"; echo "path=$REPRO_EVALUATE_WEIGHTS"; echo "weights=$(cat "$REPRO_EVALUATE_WEIGHTS")"'
+    spec = _probe_spec(tmp_path, workspace, image, script, env={"REPRO_EVALUATE_WEIGHTS": str(weights)})
+    outcome = DockerRunner(client=docker_engine).run(spec)
+    assert outcome.ok, outcome.log
+    facts = _facts(outcome.log)
+    assert facts["uid"] != ["0"]
+    assert facts["path"] == ["/evaluate/registered.safetensors"]
+    assert facts["weights"] == ["weights-bytes"], outcome.log
