@@ -10,11 +10,9 @@ headless Chromium screenshot of the grid and of the verdict task's mapped instan
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(sys.argv[1]).resolve()
@@ -23,6 +21,8 @@ work = Path(tempfile.mkdtemp(prefix="repro-airflow-grid-"))
 shutil.rmtree(work, ignore_errors=True)
 work.mkdir(parents=True)
 sys.path.insert(0, str(REPO))
+from shots import free_port, screenshot, wait_http  # noqa: E402 - beside this script
+
 from tests.dags.test_airflow_outcomes import DATE, NIGHTLY, REGISTRY  # noqa: E402 - after the path entry
 
 airflow = Path(sys.executable).with_name("airflow")
@@ -51,9 +51,7 @@ subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_out
 subprocess.run([sys.executable, "-c", NIGHTLY], env=env, check=True, cwd=work, timeout=900)
 probe = json.loads((work / "probe.json").read_text())
 print(json.dumps(probe["tis"], indent=1))
-with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
+port = free_port()
 server = subprocess.Popen(
     [str(airflow), "api-server", "--host", "127.0.0.1", "--port", str(port)],
     env=env,
@@ -61,14 +59,7 @@ server = subprocess.Popen(
     stderr=subprocess.STDOUT,
 )
 try:
-    import urllib.request
-
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=2)
-            break
-        except Exception:
-            time.sleep(1)
+    wait_http(f"http://127.0.0.1:{port}/api/v2/monitor/health")
     import sqlite3
     from urllib.parse import quote
 
@@ -82,22 +73,7 @@ try:
         ("airflow-grid.png", base),
         ("airflow-verdicts.png", f"{base}/runs/{quote(run_id, safe='')}/tasks/verdict/mapped"),
     ]:
-        subprocess.run(
-            [
-                "chromium",
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--hide-scrollbars",
-                f"--screenshot={OUT / name}",
-                "--window-size=1500,900",
-                "--virtual-time-budget=30000",
-                url,
-            ],
-            check=True,
-            timeout=180,
-            capture_output=True,
-        )
+        screenshot(url, OUT / name)
 finally:
     server.terminate()
     server.wait(30)
