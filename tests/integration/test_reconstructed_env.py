@@ -30,7 +30,7 @@ import pytest
 
 from auditor import settings as S
 
-# opt-in with the image test (`make test-image`): it builds environments for minutes, beyond CI's budget
+# with the image test (also alone: `make test-image`): the first audit builds the environment (~2 min from nothing)
 pytestmark = [pytest.mark.slow, pytest.mark.image_e2e, pytest.mark.timeout(1800)]  # the first audit may build the environment
 
 MODEL = "tiny-dependent"
