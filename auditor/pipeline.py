@@ -272,9 +272,10 @@ def _log_calibration_run(registry, info, calibration, settings: Settings) -> dic
     run_id = registry.log_run(
         experiment=settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
         name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}",
-        params={t.PARAM_CALIBRATION_SHA256: sha, "repro.reruns": str(len(calibration.seed_varied)),
+        params={t.PARAM_CALIBRATION_SHA256: sha, t.PARAM_CALIBRATION_RERUNS: str(len(calibration.seed_varied)),
                 t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
-        tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
+              t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB"},
         metrics={}, artifacts={t.CALIBRATION_ARTIFACT: data},
     )
     return {"run_id": run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT}
@@ -298,7 +299,7 @@ def _calibrations(a: _Audit) -> tuple[Any, dict[str, str] | None]:
         if not sha:
             continue
         data = a.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
-        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get("repro.reruns"), "deleted": run.deleted}
+        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS), "deleted": run.deleted}
         if data is None or "sha256:" + sha256_hex(data) != sha:
             a.findings.append(Finding(
                 code="calibration.altered", path="bands", severity="warning",
@@ -953,7 +954,9 @@ def _log_audit_run(registry, info, result: AuditResult, publication, settings: S
         t.TAG_RUN_MODEL: info.name,
         t.TAG_RUN_MODEL_VERSION: str(info.version),
         t.TAG_VERDICT: result.verdict.value,
-        **{f"repro.tier.{name}": tier.status for name, tier in result.tiers.items()},
+        t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE,
+        t.MLFLOW_SOURCE_TYPE: "JOB",
+        **{f"{t.TAG_RUN_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()},
     }
     metrics = {}
     for m in result.metrics:

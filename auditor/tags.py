@@ -60,6 +60,16 @@ TAG_RUN_KIND = "repro.run_kind"
 TAG_RUN_IDENTITY = "repro.identity"
 TAG_RUN_MODEL = "repro.model"
 TAG_RUN_MODEL_VERSION = "repro.model_version"
+#: tag prefix of an audit run: ``repro.tier.<guarantee>`` = that guarantee tier's status
+TAG_RUN_TIER_PREFIX = "repro.tier."
+#: MLflow's own tags for what made a run (its UI's "Source" column and the run's source type)
+MLFLOW_SOURCE_NAME = "mlflow.source.name"
+MLFLOW_SOURCE_TYPE = "mlflow.source.type"
+#: MLflow's own tags for a training run's code (its UI links the commit)
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
+MLFLOW_GIT_REPO_URL = "mlflow.source.git.repoURL"
+#: what fills them on the audits experiment's runs
+AUDIT_RUN_SOURCE = "repro-audit"
 #: params: the ledger head right after this audit was published (the ledger's anchors)
 PARAM_LEDGER_LOCATION = "repro.ledger.location"
 PARAM_LEDGER_SEQ = "repro.ledger.seq"
@@ -70,6 +80,8 @@ PARAM_EVIDENCE_SHA256 = "repro.evidence.sha256"
 PARAM_ATTESTATION_SHA256 = "repro.attestation.sha256"
 #: param of a calibration run: the sha256 of its evidence artifact
 PARAM_CALIBRATION_SHA256 = "repro.calibration.sha256"
+#: param of a calibration run: how many seed-varied reruns it measured
+PARAM_CALIBRATION_RERUNS = "repro.reruns"
 CALIBRATION_ARTIFACT = "calibration.json"
 
 #: MLflow's own tag on a dataset input naming its role

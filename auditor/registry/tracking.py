@@ -23,6 +23,8 @@ from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
 from auditor.tags import (
     MLFLOW_DATASET_CONTEXT,
+    MLFLOW_GIT_COMMIT,
+    MLFLOW_GIT_REPO_URL,
     TAG_DATA_PREFIX,
     TAG_DATASET_VERSION,
     TAG_DIRTY,
@@ -127,9 +129,9 @@ def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     code, env = record.code, record.environment
     if code is not None:
         if code.commit:
-            tags["mlflow.source.git.commit"] = code.commit
+            tags[MLFLOW_GIT_COMMIT] = code.commit
         if code.repo_url:
-            tags["mlflow.source.git.repoURL"] = code.repo_url
+            tags[MLFLOW_GIT_REPO_URL] = code.repo_url
         tags[TAG_DIRTY] = "unknown" if code.dirty is None else str(code.dirty).lower()
     tags[TAG_IMAGE_DIGEST] = (env.image_digest if env is not None else None) or "none"
     for name, ref in record.data.items():

@@ -136,6 +136,10 @@ def test_an_audit_is_an_mlflow_run_and_the_version_loads_as_a_pyfunc(seeded_regi
     files = {f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert any(f.endswith(".html") for f in files) and any(f.endswith(".json") for f in files)
     assert run.data.tags["repro.audit.verdict"] == published.result.verdict.value
+    # MLflow's UI reads these for the run's "Source" column and type, as it does for a training run
+    assert run.data.tags["mlflow.source.name"] == "repro-audit" and run.data.tags["mlflow.source.type"] == "JOB"
+    assert {k: run.data.tags[f"repro.tier.{k}"] for k in published.result.tiers} == {
+        k: tier.status for k, tier in published.result.tiers.items()} and published.result.tiers
     registry, info, _ = _registered(seeded_registry, "clean")
     assert info.tags[TAG_AUDIT_RUN] == run.info.run_id
     client = mlflow.MlflowClient()
