@@ -11,6 +11,7 @@ _FIXTURE_MODULES = [
     "tests.fixtures.mlflow",
     "tests.fixtures.docker",
     "tests.fixtures.images",
+    "tests.fixtures.compose",
     "tests.fixtures.browser",
     "tests.fixtures.reference",
 ]
