@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-image lint bench sysdeps venv clean image image-base
+.PHONY: demo test test-image test-compose lint bench sysdeps venv clean image image-base
 
 venv: $(STAMP)
 
@@ -30,10 +30,15 @@ test: venv sysdeps
 image: venv sysdeps
 	$(PY) docker/images.py trainer
 
-# The image end-to-end and reconstructed-environment tests of issue 15 (opt-in: they build images and
-# environments first; see docker/README.md).
+# The image end-to-end and reconstructed-environment tests of issue 15 alone (they are part of `make test`
+# too; the first run builds the images and environments: see docker/README.md).
 test-image: venv sysdeps
 	$(PY) -m pytest -q -m image_e2e tests/integration/test_image_e2e.py tests/integration/test_reconstructed_env.py
+
+# docker/compose.yaml up for real on this host through docker/compose.host.yaml (host networking, 127.0.0.1,
+# images from docker/images.py), then repro_nightly_audit through it (opt-in; see docker/README.md).
+test-compose: venv sysdeps
+	$(PY) -m pytest -q -m compose_e2e tests/deploy/test_compose_up.py
 
 image-base: venv sysdeps
 	$(PY) docker/images.py base

@@ -167,10 +167,10 @@ def read_log(path: Path) -> str:
 class ProcessRunner:
     """A subprocess with a clean env and a hard timeout, in a reconstructed or the auditor's environment.
 
-    With a ``reconstructor`` (``REPRO_REBUILD_ENV=recorded``, the default) a record that names no
+    With a ``reconstructor`` (``REPRO_REBUILD_ENV=recorded``) a record that names no
     image is rebuilt in a virtual environment recreated from its recorded packages
     (:mod:`auditor.rebuild.venv`); what could not be recreated is written at the top of the log
-    and shows in the drift table. Without one (``REPRO_REBUILD_ENV=auditor``), or when the record
+    and shows in the drift table. Without one (``REPRO_REBUILD_ENV=auditor``, the default), or when the record
     names an image (the auditor then runs inside it), ``python``/``python3`` as ``argv[0]`` means
     this interpreter (``sys.executable``), not whatever ``python`` is first on PATH. The child
     leads its own process group so that a timeout also ends DataLoader workers and other grandchildren.
