@@ -129,6 +129,37 @@ def _save(image, tarball: Path) -> None:
 
 
 # -- the Debian base ------------------------------------------------------------------------------
+def _engine_cache_or_make(client, tag: str, saved: Path, make: Callable[[], str], *, start: float,
+                          scratch: Path | None = None, prune: str | None = None, progress: Progress = _quiet) -> Built:
+    """``tag`` from the engine, else loaded from ``saved`` (its ``docker save`` in the cache folder), else made.
+
+    ``make()`` puts ``tag`` into the engine and returns the source to report ("build", or "cache" when it
+    only imported a cached root filesystem); the image is then saved to ``saved`` and ``scratch`` (the
+    root filesystem ``make`` imported) removed. ``prune``, a glob in
+    the cache folder, names this image's older saves, dropped once the new one is written. One builder
+    per ``saved`` at a time (a lock beside it), so two sessions never make the same image twice.
+    """
+    found = _in_engine(client, tag)
+    if found is not None:
+        return Built(tag, found.id, time.monotonic() - start, "engine")
+    with locked(saved.with_suffix(".lock")):
+        if saved.exists():
+            progress(f"loading {tag} from {saved}")
+            image = _load(client, saved, tag)
+            return Built(tag, image.id, time.monotonic() - start, "cache")
+        source = make()
+        image = client.images.get(tag)
+        progress(f"saving {tag} to {saved}")
+        _save(image, saved)
+        if scratch is not None:
+            scratch.unlink(missing_ok=True)
+        if prune:
+            for old in cache_dir().glob(prune):
+                if old != saved:
+                    old.unlink(missing_ok=True)
+    return Built(tag, image.id, time.monotonic() - start, source)
+
+
 def base_digest() -> str:
     return _digest(BASE_RECIPE)
 
@@ -164,15 +195,9 @@ def build_base(client, *, progress: Progress = _quiet) -> Built:
     start = time.monotonic()
     digest = base_digest()
     tag = f"{BASE_REPOSITORY}:{digest[:12]}"
-    found = _in_engine(client, tag)
-    if found is not None:
-        return Built(tag, found.id, time.monotonic() - start, "engine")
-    saved = cache_dir() / f"debian-base-image-{digest}.tar"
     rootfs = cache_dir() / f"debian-base-{digest}.tar"
-    with locked(rootfs.with_suffix(".lock")):
-        if saved.exists():
-            image = _load(client, saved, tag)
-            return Built(tag, image.id, time.monotonic() - start, "cache")
+
+    def make() -> str:
         source = "cache"
         if not rootfs.exists():
             progress(f"making the Debian base with mmdebstrap ({BASE_RECIPE['suite']}, {', '.join(BASE_RECIPE['include'])})")
@@ -180,10 +205,10 @@ def build_base(client, *, progress: Progress = _quiet) -> Built:
             source = "build"
         with open(rootfs, "rb") as handle:
             client.api.import_image_from_data(handle, repository=BASE_REPOSITORY, tag=digest[:12])
-        image = client.images.get(tag)
-        _save(image, saved)
-        rootfs.unlink()
-    return Built(tag, image.id, time.monotonic() - start, source)
+        return source
+
+    return _engine_cache_or_make(client, tag, cache_dir() / f"debian-base-image-{digest}.tar", make, start=start,
+                                 scratch=rootfs, progress=progress)
 
 
 # -- the wheelhouse --------------------------------------------------------------------------------
@@ -462,15 +487,8 @@ def build_airflow(client, base: Built, trainer: Built, *, extras: str = TRAINER_
     start = time.monotonic()
     digest = airflow_digest(base, extras)
     tag = f"{AIRFLOW_REPOSITORY}:cpu-{digest[:12]}"
-    found = _in_engine(client, tag)
-    if found is not None:
-        return Built(tag, found.id, time.monotonic() - start, "engine")
-    saved = cache_dir() / f"airflow-cpu-{digest}.tar"
-    with locked(saved.with_suffix(".lock")):
-        if saved.exists():
-            progress(f"loading {tag} from {saved}")
-            image = _load(client, saved, tag)
-            return Built(tag, image.id, time.monotonic() - start, "cache")
+
+    def make() -> str:
         pins = airflow_pins(extras)
         wheels = wheelhouse(extras, progress=progress)
         added = _wheel_folder(pins, "airflow-wheels", progress=progress)
@@ -488,13 +506,11 @@ def build_airflow(client, base: Built, trainer: Built, *, extras: str = TRAINER_
             progress(f"building {tag} (Airflow {pins.get('apache-airflow', '?')}, {len(pins)} wheels) on {trainer.tag}")
             _build(client, target="airflow", tag=tag, args=args, cache_from=[deps_tag, trainer.tag],
                    context=AIRFLOW_CONTEXT)
-        image = client.images.get(tag)
-        progress(f"saving {tag} to {saved}")
-        _save(image, saved)
-        for old in cache_dir().glob("airflow-cpu-*.tar"):
-            if old != saved:
-                old.unlink(missing_ok=True)  # one Airflow image kept: the newest
-    return Built(tag, image.id, time.monotonic() - start, "build")
+        return "build"
+
+    # one Airflow image kept in the cache folder: the newest
+    return _engine_cache_or_make(client, tag, cache_dir() / f"airflow-cpu-{digest}.tar", make, start=start,
+                                 prune="airflow-cpu-*.tar", progress=progress)
 
 
 # -- the stack's services from Debian's packages: PostgreSQL, Redis, an S3-compatible server ---------
@@ -594,27 +610,18 @@ def build_service(client, name: str, *, progress: Progress = _quiet) -> Built:
     digest = _digest(recipe)
     repository = SERVICE_REPOSITORY.format(name=name)
     tag = f"{repository}:debian-{digest[:12]}"
-    found = _in_engine(client, tag)
-    if found is not None:
-        return Built(tag, found.id, time.monotonic() - start, "engine")
-    saved = cache_dir() / f"{name}-image-{digest}.tar"
     rootfs = cache_dir() / f"{name}-rootfs-{digest}.tar"
-    with locked(rootfs.with_suffix(".lock")):
-        if saved.exists():
-            image = _load(client, saved, tag)
-            return Built(tag, image.id, time.monotonic() - start, "cache")
+
+    def make() -> str:
         progress(f"making the {name} image with mmdebstrap ({', '.join(recipe['include'])})")
         _make_service_rootfs(name, rootfs, progress=progress)
         with open(rootfs, "rb") as handle:
             client.api.import_image_from_data(handle, repository=repository, tag=f"debian-{digest[:12]}",
                                               changes=recipe["changes"])
-        image = client.images.get(tag)
-        _save(image, saved)
-        rootfs.unlink()
-        for old in cache_dir().glob(f"{name}-image-*.tar"):
-            if old != saved:
-                old.unlink(missing_ok=True)
-    return Built(tag, image.id, time.monotonic() - start, "build")
+        return "build"
+
+    return _engine_cache_or_make(client, tag, cache_dir() / f"{name}-image-{digest}.tar", make, start=start,
+                                 scratch=rootfs, prune=f"{name}-image-*.tar", progress=progress)
 
 
 def build_stack(client, *, progress: Progress = _quiet) -> dict[str, Built]:
