@@ -91,14 +91,19 @@ def make_project(dest: Path) -> Path:
     return dest
 
 
+def signing_key_path(root: Path) -> Path:
+    """The demo's Ed25519 signing key (its public key is beside it, ``.pub``)."""
+    return root / "keys" / "signing.pem"
+
+
 def base_env(root: Path) -> dict[str, str]:
     """Everything that points the auditor at one self-contained world under ``root``."""
     return {
-        "MLFLOW_TRACKING_URI": f"sqlite:///{(root / 'mlflow.db').as_posix()}",
+        S.TRACKING_URI.name: S.tracking_uri_under(root),
         S.HOME.name: str(root / "home"),
         S.SNAPSHOT_STORE.name: str(root / "snapshots"),
         S.REPORTS.name: str(root / "reports"),
-        S.SIGNING_KEY.name: str(root / "keys" / "signing.pem"),
+        S.SIGNING_KEY.name: str(signing_key_path(root)),
         S.SIGNER.name: "repro-audit demo",
         S.NIGHTLY_MAX_MODELS.name: "20",
         S.NIGHTLY_BUDGET_HOURS.name: "100",
@@ -304,5 +309,6 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
     progress(f"running repro_nightly_audit for {today} through Airflow (in-process)")
     outcome = run_dag("repro_nightly_audit", today, env=seeded.env, home=root / "airflow")
     progress(f"DAG run {outcome['state']}: " + ", ".join(f"{k}={v}" for k, v in sorted(outcome["tasks"].items())))
-    index = Path(seeded.env[S.REPORTS.name]) / "index.html"
-    return index
+    from auditor.report.index import INDEX_FILE
+
+    return Path(seeded.env[S.REPORTS.name]) / INDEX_FILE

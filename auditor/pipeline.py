@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auditor.contract import WEIGHTS_FILE
+from auditor.contract import ENV_STOP_STEP, WEIGHTS_FILE
 from auditor.errors import (
     BadInput,
     Findings,
@@ -42,7 +42,7 @@ from auditor.judge.result import AuditResult, Band, EnvDrift, ModelInfo, Timings
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, make_runner, run_recipe
-from auditor.settings import Settings, get_settings
+from auditor.settings import REPORTS, Settings, get_settings
 from auditor.tags import (
     TAG_AUDIT_DATE,
     TAG_AUDIT_PREVIOUS_DATE,
@@ -740,7 +740,7 @@ def _replay_segments(a: _Audit, *, count: int | None, budget: float | None, date
         wall += run.wall_s
         if run.checkpoint is None:
             a.log_tail = run.log_tail
-            a.unrecoverable = (f"the replay of {part.steps} left no end checkpoint: the recipe does not honour REPRO_STOP_STEP "
+            a.unrecoverable = (f"the replay of {part.steps} left no end checkpoint: the recipe does not honour {ENV_STOP_STEP} "
                                "(see the entry-point contract in the README)")
             return []
         comparison = seg.compare_checkpoints(stored[part.end], run.checkpoint, a.tmp / f"compare-{index}")
@@ -829,16 +829,18 @@ def _redacted(uri: str) -> str:
 
 def preflight_store(settings: Settings) -> None:
     """The report store opens, is reachable and (when required) locked; a local one is a folder, not a file."""
+    from auditor.report.index import INDEX_FILE
+    from auditor.report.ledger import LEDGER_FILE
     from auditor.report.lock import require_object_lock
     from auditor.storage import open_store
 
     store = open_store(settings.reports)
-    local = store.local_path("index.html")
+    local = store.local_path(INDEX_FILE)
     if local is not None and local.parent.exists() and not local.parent.is_dir():
-        raise BadInput(f"the report store {local.parent} is a file, not a folder", hint="set REPRO_REPORTS to a folder or s3://bucket/prefix")
+        raise BadInput(f"the report store {local.parent} is a file, not a folder", hint=f"set {REPORTS.name} to a folder or s3://bucket/prefix")
     if settings.require_object_lock:
         require_object_lock(store, settings.lock_retention_days)
-    store.exists("ledger.jsonl")  # reachable: an outage or a refused credential fails here, not after the rebuild
+    store.exists(LEDGER_FILE)  # reachable: an outage or a refused credential fails here, not after the rebuild
 
 
 def preflight(registry, info, settings: Settings, *, publishing: bool) -> None:

@@ -381,8 +381,13 @@ def _snapshot_store_under(home: Path) -> str:
     return str(home / "snapshots")
 
 
-def _tracking_uri_under(home: Path) -> str:
-    return f"sqlite:///{(home / 'mlflow.db').as_posix()}"
+#: the SQLite file of the embedded default registry, under REPRO_HOME
+MLFLOW_DB = "mlflow.db"
+
+
+def tracking_uri_under(home: Path) -> str:
+    """The embedded default's tracking URI: the SQLite registry under ``home``."""
+    return f"sqlite:///{(home / MLFLOW_DB).as_posix()}"
 
 
 @dataclass(frozen=True)
@@ -416,7 +421,7 @@ class Settings:
     home: Path = HOME.default
     snapshot_store: str = _snapshot_store_under(HOME.default)
     reports: str = REPORTS.default
-    tracking_uri: str = _tracking_uri_under(HOME.default)
+    tracking_uri: str = tracking_uri_under(HOME.default)
     registry_uri: str | None = REGISTRY_URI.default
     image_ref: str | None = IMAGE.default
     image_digest: str | None = IMAGE_DIGEST.default
@@ -475,7 +480,7 @@ class Settings:
         if values["snapshot_store"] is None:
             values["snapshot_store"] = _snapshot_store_under(home)
         if values["tracking_uri"] is None:
-            values["tracking_uri"] = _tracking_uri_under(home)
+            values["tracking_uri"] = tracking_uri_under(home)
         return cls(**values, kubernetes=KubernetesSettings.from_env(env))
 
 

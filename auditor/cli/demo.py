@@ -17,7 +17,8 @@ def demo_cmd(
     reports: Path = typer.Option(Path("reports"), "--reports", help="where the reports and index are published"),
 ) -> None:
     """Train and register versions that show every verdict, calibrate, run the nightly DAG, print the index path."""
-    from auditor.demo import run_demo
+    from auditor.demo import run_demo, signing_key_path
+    from auditor.settings import tracking_uri_under
 
     out = console()
     started = time.monotonic()
@@ -27,7 +28,7 @@ def demo_cmd(
 
     index = run_demo(root, reports, progress=progress)
     out.print(f"\nreports: {index.resolve()}  ({time.monotonic() - started:.0f}s)")
-    key = (root / "keys" / "signing.pem.pub").resolve()
-    tracking = f"sqlite:///{(root / 'mlflow.db').resolve().as_posix()}"
+    key = signing_key_path(root).with_suffix(".pem.pub").resolve()
+    tracking = tracking_uri_under(root.resolve())
     out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
               markup=False, soft_wrap=True)

@@ -10,6 +10,7 @@ import typer
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
 from auditor.errors import Findings
+from auditor.settings import REPORTS, SIGNING_KEY
 
 evidence_app = typer.Typer(help="Check published audit evidence.", no_args_is_help=True)
 app.add_typer(evidence_app, name="evidence")
@@ -20,7 +21,7 @@ _SHOWN = 10
 @evidence_app.command("verify")
 def verify_cmd(
     location: Annotated[
-        str | None, typer.Argument(help="Reports location: a folder, file://… or s3://bucket/prefix (default: REPRO_REPORTS).")
+        str | None, typer.Argument(help=f"Reports location: a folder, file://… or s3://bucket/prefix (default: {REPORTS.name}).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     key: Annotated[
@@ -98,6 +99,6 @@ def keygen_cmd(
     public, keyid = generate_key(path)
     # worded so that the one redactor, which masks values after "key:" and "…_KEY=", leaves these paths readable
     console().print(f"wrote an Ed25519 signing key (mode 0600): {path}\n"
-                    f"point REPRO_SIGNING_KEY at that file to sign every audit\n"
+                    f"point {SIGNING_KEY.name} at that file to sign every audit\n"
                     f"public half, for evidence verify --public-key: {public}\nkey id: {keyid}",
                     markup=False, soft_wrap=True)

@@ -11,6 +11,7 @@ import typer
 
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
+from auditor.settings import REPORTS, RUNNER
 
 VERDICT_STYLE = {
     "REPRODUCED_BITWISE": "bold green",
@@ -22,7 +23,7 @@ VERDICT_STYLE = {
 
 
 REF_HELP = "models:/NAME/VERSION or models:/NAME@ALIAS"
-RUNNER_HELP = "process or docker (default: REPRO_RUNNER or process)"
+RUNNER_HELP = f"process or docker (default: {RUNNER.name} or process)"
 
 
 class RunnerName(StrEnum):
@@ -149,7 +150,7 @@ def audit_cmd(
     model_ref: str = typer.Argument(..., help=REF_HELP),
     reruns: int = typer.Option(1, "--reruns", min=1, help="rebuilds to run and judge (each must land inside the bands)"),
     runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
-    publish: bool = typer.Option(True, "--publish/--no-publish", help="publish the report to REPRO_REPORTS"),
+    publish: bool = typer.Option(True, "--publish/--no-publish", help=f"publish the report to {REPORTS.name}"),
     date: str = typer.Option(None, "--date", help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),

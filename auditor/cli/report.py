@@ -15,11 +15,12 @@ import typer
 
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
+from auditor.settings import REPORTS
 
 report_app = typer.Typer(help="Published reports: print one as PDF, show the registry's audit coverage.", no_args_is_help=True)
 app.add_typer(report_app, name="report")
 
-REPORTS_HELP = "reports location: a folder or s3://bucket/prefix (default: REPRO_REPORTS)"
+REPORTS_HELP = f"reports location: a folder or s3://bucket/prefix (default: {REPORTS.name})"
 
 
 @report_app.command("pdf")

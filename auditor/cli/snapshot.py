@@ -17,7 +17,7 @@ import typer
 from auditor.cli import app
 from auditor.cli.output import emit_json
 from auditor.errors import BadInput, SnapshotCorrupt
-from auditor.settings import get_settings
+from auditor.settings import SNAPSHOT_STORE, get_settings
 from auditor.snapshots.hashing import ProgressFn
 
 snapshot_app = typer.Typer(
@@ -27,7 +27,7 @@ snapshot_app = typer.Typer(
 )
 app.add_typer(snapshot_app, name="snapshot")
 
-_STORE_HELP = "snapshot store: a path, file://, s3://bucket/prefix or memory://NAME (default: REPRO_SNAPSHOT_STORE)"
+_STORE_HELP = f"snapshot store: a path, file://, s3://bucket/prefix or memory://NAME (default: {SNAPSHOT_STORE.name})"
 
 
 def _store(uri: str | None) -> str:

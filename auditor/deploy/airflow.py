@@ -322,13 +322,14 @@ def verdict_task(**kwargs):
 
 def _published(report: str, settings: Settings) -> tuple[dict[str, str], list[str]]:
     """A published report's evidence ids (snapshots, image) and which of its evidence and attestation exist."""
+    from auditor.report.attest import SUFFIX as ATTESTATION_SUFFIX
     from auditor.report.evidence import audit_of, load_evidence
     from auditor.storage import open_store
 
     location, _, key = report.rpartition("/")
     stem = key.removesuffix(".html")
     store = open_store(location or settings.reports)
-    present = [k for k in (f"{stem}.json", f"{stem}.intoto.json") if store.exists(k)]
+    present = [k for k in (f"{stem}.json", f"{stem}{ATTESTATION_SUFFIX}") if store.exists(k)]
     evidence = {}
     if f"{stem}.json" in present:
         evidence = dict(audit_of(load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")).evidence)

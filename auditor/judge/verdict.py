@@ -49,6 +49,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditor.contract import WEIGHTS_FILE
 from auditor.judge.calibrate import resolution
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
@@ -65,7 +66,7 @@ class RecoveryCheck(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    artifact: str = "model.safetensors"
+    artifact: str = WEIGHTS_FILE
     expected_sha256: str | None = None  # from record.outputs.artifacts; None: the record holds none
     actual_sha256: str | None = None  # of the registered file as downloaded now; None: file missing
     registered: dict[str, float | str | None] = Field(default_factory=dict)  # record.outputs.metrics

@@ -18,6 +18,7 @@ from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import is_redacted, redacted_diff_lines
 from auditor.lineage.traced import registration_findings
+from auditor.settings import IMAGE, IMAGE_DIGEST
 
 MUTABLE_VERSIONS = {"", "latest", "head", "current", "main", "master", "live", "prod", "production", "newest", "tip"}
 _SNAPSHOT_ID = re.compile(r"(blake3|sha256):[0-9a-f]{64}")
@@ -134,12 +135,12 @@ def _environment(record: RunRecord, policy: GatePolicy) -> list[Finding]:
     if not env.packages and not env.lock_digest and not env.image_digest:
         out.append(_block("environment.packages_missing", "environment.packages", "no package list, lock file or image digest", "capture with the SDK (it lists every installed distribution)"))
     if env.image_ref and not env.image_digest:
-        out.append(_block("environment.image_tag_only", "environment.image_digest", f"image {env.image_ref!r} is named by tag only", "pass REPRO_IMAGE_DIGEST=sha256:… (the digest the orchestrator pulled)"))
+        out.append(_block("environment.image_tag_only", "environment.image_digest", f"image {env.image_ref!r} is named by tag only", f"pass {IMAGE_DIGEST.name}=sha256:… (the digest the orchestrator pulled)"))
     elif env.image_digest and not _IMAGE_DIGEST.fullmatch(env.image_digest):
         out.append(_block("environment.image_digest_malformed", "environment.image_digest", f"{env.image_digest!r} is not sha256:<64 hex>", "record the image's content digest"))
     elif not env.image_ref and not env.image_digest:
         if policy.require_image:
-            out.append(_block("environment.image_missing", "environment.image_digest", "no container image recorded", "train in an image and pass REPRO_IMAGE and REPRO_IMAGE_DIGEST"))
+            out.append(_block("environment.image_missing", "environment.image_digest", "no container image recorded", f"train in an image and pass {IMAGE.name} and {IMAGE_DIGEST.name}"))
         else:
             out.append(_warn("environment.no_image", "environment.image_digest", "no container image: the rebuild runs in whatever environment the auditor has; drift is reported", "train in an image pinned by digest"))
     return out

@@ -16,7 +16,7 @@ from pathlib import Path
 from auditor import settings as _settings
 
 #: names the auditor (or MLflow on the auditor's default URIs) creates in the folder it runs from
-OWN_NAMES = (".repro", "mlruns", "mlartifacts", "mlflow.db")
+OWN_NAMES = (".repro", "mlruns", "mlartifacts", _settings.MLFLOW_DB)
 #: derived files that are never anyone's source
 DERIVED_DIRS = ("__pycache__",)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from auditor import contract
 from auditor.contract import LOG_FILE
 from auditor.errors import BadInput, InputUnrecoverable
+from auditor.settings import IMAGE_DIGEST
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
@@ -54,7 +55,7 @@ class ImageRef:
         if digest is None:
             raise BadInput(
                 f"image {self.ref!r} is recorded by tag only; a tag can move, so it cannot be rebuilt",
-                hint="record the digest (REPRO_IMAGE_DIGEST, or ref@sha256:…) at training time",
+                hint=f"record the digest ({IMAGE_DIGEST.name}, or ref@sha256:…) at training time",
             )
         if not _DIGEST.match(digest):
             raise BadInput(f"image {self.ref!r} has digest {digest!r}, expected sha256:<64 hex>")

@@ -123,7 +123,7 @@ class DockerRunner:
         if image is None:
             raise BadInput(
                 "the Docker runner needs an image, the record names none",
-                hint="record REPRO_IMAGE and REPRO_IMAGE_DIGEST",
+                hint=f"record {IMAGE.name} and {IMAGE_DIGEST.name}",
             )
         digest = image.pinned_digest()
         repository = _split_repository(image.ref)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.errors import InfrastructureError
+from auditor.settings import REBUILD_ENV
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
@@ -132,7 +133,7 @@ def find_uv() -> str:
     if found is None:
         raise InfrastructureError(
             "uv is needed to reconstruct the recorded environment and is not installed",
-            hint="pip install uv, or set REPRO_REBUILD_ENV=auditor to rebuild in the auditor's environment",
+            hint=f"pip install uv, or set {REBUILD_ENV.name}=auditor to rebuild in the auditor's environment",
         )
     return found
 

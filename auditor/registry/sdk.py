@@ -33,6 +33,7 @@ from typing import Any
 from auditor.contract import (
     CHECKPOINT_FILE,
     ENV_CONFIG,
+    ENV_DATA_PREFIX,
     ENV_DETERMINISTIC,
     ENV_EVALUATE_THEN_TRAIN,
     ENV_EVALUATE_WEIGHTS,
@@ -188,7 +189,7 @@ class Run:
             if not raw or not Path(raw).is_dir():
                 raise BadInput(
                     f"rebuild mode: {var} is {'unset' if not raw else f'{raw!r}, not a folder'}",
-                    hint="the audit materialises every recorded data ref and passes its folder in REPRO_DATA_<NAME>",
+                    hint=f"the audit materialises every recorded data ref and passes its folder in {ENV_DATA_PREFIX}<NAME>",
                 )
             path = Path(raw)
         else:

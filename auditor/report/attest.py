@@ -26,13 +26,13 @@ from typing import Any
 
 from auditor.canonical import canonical_json
 from auditor.errors import BadInput, Findings
-from auditor.settings import SIGNING_PUBLIC_KEY
+from auditor.settings import SIGNING_KEY, SIGNING_PUBLIC_KEY
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://repro-audit.dev/audit/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 SUFFIX = ".intoto.json"
-_HINT = "set REPRO_SIGNING_KEY to an Ed25519 PEM private key (repro-audit evidence keygen makes one) or a signer URI"
+_HINT = f"set {SIGNING_KEY.name} to an Ed25519 PEM private key (repro-audit evidence keygen makes one) or a signer URI"
 
 
 def attestation_key(stem: str) -> str:
@@ -76,13 +76,13 @@ def load_signing_key(spec: str, *, public_key: str | None = None, signer_name: s
     scheme = spec.split(":", 1)[0] if ":" in spec else ""
     if scheme in SIGNER_FOR_URI_SCHEME:
         if not public_key:
-            raise BadInput(f"REPRO_SIGNING_KEY is the signer URI {spec.split(':', 1)[0]}:…, which needs its public key",
+            raise BadInput(f"{SIGNING_KEY.name} is the signer URI {spec.split(':', 1)[0]}:…, which needs its public key",
                            hint=f"set {SIGNING_PUBLIC_KEY.name} to the PEM public key of that signer")
         public = _load_public(public_key, SIGNING_PUBLIC_KEY.name)
         try:
             signer = Signer.from_priv_key_uri(spec, public)
         except Exception as exc:  # each backend raises its own kinds
-            raise BadInput(f"REPRO_SIGNING_KEY: the {scheme} signer could not be loaded ({type(exc).__name__})", hint=_HINT) from None
+            raise BadInput(f"{SIGNING_KEY.name}: the {scheme} signer could not be loaded ({type(exc).__name__})", hint=_HINT) from None
     else:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -90,13 +90,13 @@ def load_signing_key(spec: str, *, public_key: str | None = None, signer_name: s
         try:
             data = Path(spec).expanduser().read_bytes()
         except OSError as exc:
-            raise BadInput(f"REPRO_SIGNING_KEY {spec!r} cannot be read ({exc.strerror})", hint=_HINT) from None
+            raise BadInput(f"{SIGNING_KEY.name} {spec!r} cannot be read ({exc.strerror})", hint=_HINT) from None
         try:
             private = load_pem_private_key(data, password=None)
         except (ValueError, TypeError):
-            raise BadInput(f"REPRO_SIGNING_KEY {spec!r} is not an unencrypted PEM private key", hint=_HINT) from None
+            raise BadInput(f"{SIGNING_KEY.name} {spec!r} is not an unencrypted PEM private key", hint=_HINT) from None
         if not isinstance(private, Ed25519PrivateKey):
-            raise BadInput(f"REPRO_SIGNING_KEY {spec!r} is a {type(private).__name__}, not an Ed25519 key", hint=_HINT)
+            raise BadInput(f"{SIGNING_KEY.name} {spec!r} is a {type(private).__name__}, not an Ed25519 key", hint=_HINT)
         signer = CryptoSigner(private)
     return SigningKey(signer=signer, keyid=signer.public_key.keyid, signer_name=signer_name)
 

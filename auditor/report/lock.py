@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from auditor.errors import BadInput
+from auditor.settings import REQUIRE_OBJECT_LOCK
 from auditor.storage import BlobStore
 from auditor.storage.s3 import S3Store  # boto3 itself is imported only when the store makes a client
 
@@ -21,7 +22,7 @@ def _config_hint(bucket: str, days: int) -> str:
     config = {"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": days}}}
     return (
         f"create the bucket with Object Lock enabled, then: aws s3api put-object-lock-configuration --bucket {bucket} "
-        f"--object-lock-configuration '{json.dumps(config)}'; or set REPRO_REQUIRE_OBJECT_LOCK=false"
+        f"--object-lock-configuration '{json.dumps(config)}'; or set {REQUIRE_OBJECT_LOCK.name}=false"
     )
 
 
@@ -29,8 +30,8 @@ def require_object_lock(store: BlobStore, retention_days: int) -> None:
     """Raise ``BadInput`` unless ``store`` is an S3 bucket with default COMPLIANCE retention >= ``retention_days``."""
     if not isinstance(store, S3Store):
         raise BadInput(
-            f"REPRO_REQUIRE_OBJECT_LOCK is set but {store.uri} is not an S3 bucket, so nothing there is locked",
-            hint="publish to s3://bucket/prefix with Object Lock, or set REPRO_REQUIRE_OBJECT_LOCK=false",
+            f"{REQUIRE_OBJECT_LOCK.name} is set but {store.uri} is not an S3 bucket, so nothing there is locked",
+            hint=f"publish to s3://bucket/prefix with Object Lock, or set {REQUIRE_OBJECT_LOCK.name}=false",
         )
     bucket = store.bucket
     lock = store.object_lock()

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from auditor.errors import InfrastructureError, NotFound
+from auditor.settings import REPORTS
 
 #: seconds Chromium may take to print one report
 PRINT_TIMEOUT_S = 120
@@ -34,7 +35,7 @@ def print_pdf(html: Path, out: Path, *, chromium: str | None = None) -> Path:
     """Print the HTML file ``html`` to ``out`` (a PDF); returns ``out``."""
     html, out = Path(html).resolve(), Path(out).resolve()
     if not html.is_file():
-        raise NotFound(f"report {html} does not exist", hint="pass a report's .html file or its stem in REPRO_REPORTS")
+        raise NotFound(f"report {html} does not exist", hint=f"pass a report's .html file or its stem in {REPORTS.name}")
     binary = chromium or find_chromium()
     if binary is None:
         raise InfrastructureError("no Chromium found on PATH to print the PDF", hint="install Debian's chromium (apt-get install chromium)")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from auditor.canonical import digest
+from auditor.contract import WEIGHTS_FILE
 from auditor.errors import Findings
 from auditor.judge.result import AuditResult
 from auditor.report import attest, ledger
@@ -93,7 +94,7 @@ def _statement(doc: dict[str, Any], stem: str, evidence: bytes, report: bytes) -
     subjects = {f"{stem}.html": ledger.sha256_of(report), f"{stem}.json": ledger.sha256_of(evidence)}
     weights = (doc.get("digests") or {}).get("weights.registered")
     if weights:
-        subjects[f"models:/{model['name']}/{model['version']}/model.safetensors"] = weights
+        subjects[f"models:/{model['name']}/{model['version']}/{WEIGHTS_FILE}"] = weights
     bands = [m.get("band") for m in audit.get("metrics") or [] if m.get("band")]
     env = (audit.get("record") or {}).get("environment") or {}
     predicate = {

@@ -29,6 +29,7 @@ from auditor.errors import Findings, NotFound
 from auditor.report import attest
 from auditor.report.index import INDEX_FILE
 from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, sha256_of
+from auditor.settings import REPORTS
 from auditor.storage.base import BlobStore
 
 _PARTS = ("report", "evidence", "attestation")
@@ -291,7 +292,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     out = Verification(location=store.uri)
     keys = list(store.list(""))
     if not keys:
-        raise NotFound(f"nothing is published at {store.uri}", hint="give the reports location (default: REPRO_REPORTS)")
+        raise NotFound(f"nothing is published at {store.uri}", hint=f"give the reports location (default: {REPORTS.name})")
     objects: dict[int, bytes] = {}
     for key in keys:
         name = key[len(ENTRIES) :].removesuffix(".json")

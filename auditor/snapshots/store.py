@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from auditor.errors import BadInput, MalformedRecord, NotFound, SnapshotCorrupt
+from auditor.settings import SNAPSHOT_STORE
 from auditor.snapshots.hashing import ProgressFn, hash_bytes, hash_file, hash_paths
 from auditor.snapshots.layout import (
     MANIFESTS,
@@ -150,7 +151,7 @@ def load_manifest(snapshot_id: str, store: StoreLike) -> Manifest:
     except NotFound:
         raise NotFound(
             f"snapshot {snapshot_id} is not in {blob.uri}",
-            hint="check --store / REPRO_SNAPSHOT_STORE, or create it with `repro-audit snapshot create`",
+            hint=f"check --store / {SNAPSHOT_STORE.name}, or create it with `repro-audit snapshot create`",
         ) from None
     actual = f"blake3:{hash_bytes(data)}"
     if actual != snapshot_id:

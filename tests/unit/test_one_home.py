@@ -43,6 +43,23 @@ def spellings() -> dict[str, set[str]]:
     return where
 
 
+#: a name inside longer text: an error's hint, a help line ("set REPRO_REPORTS to …"); schema ids
+#: (repro.bands/1) and file names that merely contain a tag's words are not tag names
+MENTION = re.compile(r"(?<![A-Za-z0-9_.])(REPRO_[A-Z0-9_]*[A-Z0-9_]|repro\.[a-z_]+(?:\.[a-z_]+)*)(?![A-Za-z0-9_/.])")
+def mentions() -> dict[str, set[str]]:
+    """Name -> the modules whose strings (docstrings aside) mention it anywhere, in a longer text too."""
+    where: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                for name in MENTION.findall(node.value):
+                    where[name].add(rel)
+    return where
+
+
 def test_the_walk_finds_the_contract_and_the_tags_in_their_homes():
     where = spellings()
     assert where["REPRO_OUTPUT_DIR"] >= {"contract.py"}
@@ -55,4 +72,14 @@ def test_every_variable_and_tag_name_is_spelled_in_exactly_one_module():
     repeated = {name: sorted(modules) for name, modules in spellings().items() if len(modules) > 1}
     assert not repeated, "spelled in more than one module (import it from its home instead):\n" + "\n".join(
         f"  {name}: {', '.join(modules)}" for name, modules in sorted(repeated.items())
+    )
+
+
+def test_messages_and_help_name_a_variable_or_tag_through_its_home():
+    """A hint that says "set REPRO_REPORTS to …" writes ``{REPORTS.name}``: a rename then reaches every message."""
+    assert MENTION.findall("set REPRO_SIGNING_KEY to a key; tag repro.audit.report; schema repro.bands/1") == [
+        "REPRO_SIGNING_KEY", "repro.audit.report"]
+    spelled = {name: modules for name, modules in mentions().items() if len(modules) > 1}
+    assert not spelled, "mentioned in more than one module (interpolate its home's name instead):\n" + "\n".join(
+        f"  {name}: {', '.join(sorted(modules))}" for name, modules in sorted(spelled.items())
     )
