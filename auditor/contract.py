@@ -61,6 +61,7 @@ LOG_FILE = "rebuild.log"
 #: REPRO_EVALUATE_THEN_TRAIN: the forked evaluation's outputs (metrics.json, evaluation.json, its log)
 EVALUATION_DIR = "evaluation"
 EVALUATION_STATUS_FILE = "status.json"
+EVALUATION_LOG_FILE = "evaluation.log"
 #: segment replay: the end state a replayed segment leaves at REPRO_STOP_STEP
 CHECKPOINT_FILE = "checkpoint.safetensors"
 

@@ -183,7 +183,7 @@ def seed(
     from mlflow import MlflowClient
 
     # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
-    setup = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+    setup = MlflowClient(tracking_uri=env[S.TRACKING_URI.name])
     for experiment in ("reference-model", "plain-mlflow", S.AUDIT_EXPERIMENT.default):
         if setup.get_experiment_by_name(experiment) is None:
             setup.create_experiment(experiment, artifact_location=(root / "artifacts" / experiment).as_uri())
@@ -193,9 +193,9 @@ def seed(
         progress(f"training version '{variant.key}': {variant.shows}")
         if variant.plain_mlflow:
             if client is None:
-                client = MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+                client = MlflowClient(tracking_uri=env[S.TRACKING_URI.name])
                 _ensure_model(client, MODEL)
-            version = _register_plain(env["MLFLOW_TRACKING_URI"], MODEL)
+            version = _register_plain(env[S.TRACKING_URI.name], MODEL)
         else:
             train_env = {**full_env, **env}
             if variant.overwrite_data:  # its own snapshot, so overwriting it spares the others
@@ -210,11 +210,11 @@ def seed(
                 _run([sys.executable, "train.py", f"epochs={epochs}", *variant.overrides], cwd=project, env=train_env)
             finally:
                 config.write_text(original)
-            run_id = _latest_run(env["MLFLOW_TRACKING_URI"])
-            version = auditor.register_model(run_id, MODEL, tracking_uri=env["MLFLOW_TRACKING_URI"])
+            run_id = _latest_run(env[S.TRACKING_URI.name])
+            version = auditor.register_model(run_id, MODEL, tracking_uri=env[S.TRACKING_URI.name])
             if variant.overwrite_data:
                 _overwrite_one_object(Path(env[S.SNAPSHOT_STORE.name]), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
-        client = client or MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"])
+        client = client or MlflowClient(tracking_uri=env[S.TRACKING_URI.name])
         if variant.alias:
             client.set_registered_model_alias(MODEL, variant.alias, version)
         if variant.tier is not None:

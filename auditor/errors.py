@@ -54,6 +54,8 @@ EXIT_CODES: dict[str, int] = {
 }
 EXIT_OK = 0
 EXIT_USAGE = EXIT_CODES[Meaning.CALLER]
+#: the shell's convention for a run stopped by Ctrl-C (128 + SIGINT)
+EXIT_INTERRUPTED = 130
 
 
 class ReproError(Exception):

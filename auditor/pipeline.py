@@ -72,7 +72,7 @@ def _quiet(_: str) -> None:
 def _registry(settings: Settings):
     from auditor.registry import open_registry
 
-    return open_registry(settings.tracking_uri, settings.registry_uri)
+    return open_registry(settings.tracking_uri, settings.registry_uri, settings=settings)
 
 
 def _gate(record: RunRecord, diff: str | None) -> list[Finding]:
@@ -126,7 +126,7 @@ def _drift(record: RunRecord, run: RunResult) -> EnvDrift | None:
 def rebuild(model_ref: str, *, runner: str = "process", out_dir: Path, settings: Settings | None = None, progress: Progress = _quiet) -> RebuildResult:
     """Rebuild a registered version from its five recorded inputs into ``out_dir`` (on-demand rebuild)."""
     settings = settings or get_settings()
-    run_with = make_runner(runner)
+    run_with = make_runner(runner, settings)
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BadInput(f"output folder {out_dir} is not empty", hint="pass a new folder")
@@ -202,7 +202,7 @@ def calibrate(
     if same_seed < MIN_SAME_SEED:
         raise BadInput(f"calibration needs at least {MIN_SAME_SEED} same-seed reruns to measure execution noise, got {same_seed}",
                        hint="pass --same-seed 2 or more")
-    run_with = make_runner(runner)
+    run_with = make_runner(runner, settings)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
     record, diff = registry.load_record(info)
@@ -590,7 +590,7 @@ def _audit_version(registry, info, *, runner: str, reruns: int, date: str | None
     from auditor.lineage.gate import blocking
     from auditor.lineage.redact import redact
 
-    run_with = make_runner(runner)  # an unknown runner is the caller's error, not a verdict on the model
+    run_with = make_runner(runner, settings)  # an unknown runner is the caller's error, not a verdict on the model
     started, clock = _now(), time.monotonic()
     a = _Audit(registry=registry, info=info, settings=settings, runner=run_with, tmp=_scratch(settings, "audit-"), progress=progress)
     log.info("audit %s: started (runner %s, %d rebuild(s))", info.ref, runner, max(1, reruns))
@@ -658,7 +658,7 @@ def audit(
 ) -> AuditResult:
     """Rebuild, judge and return everything a report needs, publishing nothing. A bad ref raises."""
     settings = settings or get_settings()
-    make_runner(runner)
+    make_runner(runner, settings)
     registry = _registry(settings)
     info = registry.resolve(model_ref)  # a bad ref is the caller's error: raise
     preflight(registry, info, settings, publishing=False)
@@ -807,7 +807,7 @@ def _segment_step(model_ref: str, segments: int | None, budget: float | None, ru
 
     from auditor import segments as seg
 
-    make_runner(runner)
+    make_runner(runner, settings)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
     preflight(registry, info, settings, publishing=publishing)
@@ -1006,7 +1006,7 @@ def publish_audit(
     """
     settings = settings or get_settings()
     runner = runner or settings.runner
-    make_runner(runner)
+    make_runner(runner, settings)
     registry = _registry(settings)
     info = registry.resolve(model_ref)
     preflight(registry, info, settings, publishing=True)

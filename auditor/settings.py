@@ -46,7 +46,7 @@ class Setting:
 
     ``attr`` is the ``Settings`` (or ``KubernetesSettings``) field it fills. ``derived`` says, for
     the docs, what a default of ``None`` is derived from. ``minimum`` bounds an int; ``choices``
-    lists a choice's values (compared stripped and lower-cased); ``hint`` overrides the fix that
+    lists a choice's values (compared stripped and lower-cased); ``maximum`` caps an int; ``hint`` overrides the fix that
     a malformed value's error suggests.
     """
 
@@ -57,6 +57,7 @@ class Setting:
     attr: str
     choices: tuple[str, ...] = ()
     minimum: int | None = None
+    maximum: int | None = None
     derived: str | None = None
     hint: str | None = None
 
@@ -130,6 +131,8 @@ class Setting:
             raise self._bad(raw, kind) from None
         if self.minimum is not None and value < self.minimum:
             raise self._bad(raw, kind if self.minimum == 1 else f"an integer of at least {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            raise self._bad(raw, f"an integer of at most {self.maximum}")
         return value
 
     def _cron(self, raw: str) -> str:
@@ -213,7 +216,7 @@ RESPONSIBLE = Setting(
     "REPRO_RESPONSIBLE", "str", "unassigned (set REPRO_RESPONSIBLE)", "the responsible person named in reports",
     "responsible_person",
 )
-RUNNER = Setting("REPRO_RUNNER", "str", "process", "how a rebuild runs: process or docker", "runner")
+RUNNER = Setting("REPRO_RUNNER", "choice", "process", "how a rebuild runs: process or docker", "runner", choices=("process", "docker"))
 REBUILD_ENV = Setting(
     "REPRO_REBUILD_ENV", "choice", "auditor",
     "where the process runner rebuilds a record naming no image: recorded (a virtual environment recreated "
@@ -234,11 +237,11 @@ INDEX_URL = Setting(
 )
 REBUILD_TIMEOUT_S = Setting(
     "REPRO_REBUILD_TIMEOUT_S", "int", 3600, "seconds per run of the entrypoint (and the rebuild pod's deadline)",
-    "rebuild_timeout_s",
+    "rebuild_timeout_s", minimum=1, maximum=30 * 86400,
 )
 RETRY_DELAY_S = Setting(
     "REPRO_RETRY_DELAY_S", "int", 300, "the DAGs' retry delay in seconds (tests and the demo use 1-2 s)",
-    "retry_delay_s",
+    "retry_delay_s", minimum=0, maximum=86400,
 )
 NIGHTLY_SCHEDULE = Setting(
     "REPRO_NIGHTLY_SCHEDULE", "cron", "0 2 * * *", "the nightly DAG's cron schedule", "nightly_schedule",

@@ -63,6 +63,7 @@ TAG_RUN_MODEL_VERSION = "repro.model_version"
 #: tag prefix of an audit run: ``repro.tier.<guarantee>`` = that guarantee tier's status
 TAG_RUN_TIER_PREFIX = "repro.tier."
 #: MLflow's own tags for what made a run (its UI's "Source" column and the run's source type)
+MLFLOW_RUN_NAME = "mlflow.runName"
 MLFLOW_SOURCE_NAME = "mlflow.source.name"
 MLFLOW_SOURCE_TYPE = "mlflow.source.type"
 #: MLflow's own tags for a training run's code (its UI links the commit)

@@ -11,10 +11,16 @@ settings through reads that cannot fail; the task resolves the rest when it runs
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import Asset, dag
+from airflow.sdk import dag
 
-from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
-from auditor.settings import TRAINING_ASSET
+from auditor.deploy.airflow import (
+    audit_task,
+    audit_timeout,
+    failure_notifiers,
+    task_defaults,
+    training_asset,
+    verdict_task,
+)
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -23,7 +29,7 @@ GPU_QUEUE = "gpu"
 @dag(
     dag_id="repro_audit_registered_version",
     description="Audit the model version a training DAG has just registered (its asset event names it).",
-    schedule=[Asset(TRAINING_ASSET.get_or_default())],
+    schedule=[training_asset()],
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     default_args=task_defaults(),

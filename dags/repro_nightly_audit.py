@@ -29,7 +29,7 @@ from airflow.sdk import Param, dag, get_current_context, task
 
 from auditor.deploy import check_route, parse_time_pod
 from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
-from auditor.settings import NIGHTLY_SCHEDULE
+from auditor.settings import NIGHTLY_BUDGET_HOURS, NIGHTLY_MAX_MODELS, NIGHTLY_SCHEDULE
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
@@ -101,8 +101,8 @@ def audit_each(picks: Any) -> Any:
     on_failure_callback=failure_notifiers("dag"),
     params={
         "date": Param(None, type=["null", "string"], format="date", description="audit as of this date (default: the logical date)"),
-        "max_models": Param(None, type=["null", "integer"], minimum=1, description="models tonight (default REPRO_NIGHTLY_MAX_MODELS)"),
-        "budget_hours": Param(None, type=["null", "number"], exclusiveMinimum=0, description="accelerator-hours tonight (default REPRO_NIGHTLY_BUDGET_HOURS)"),
+        "max_models": Param(None, type=["null", "integer"], minimum=1, description=f"models tonight (default {NIGHTLY_MAX_MODELS.name})"),
+        "budget_hours": Param(None, type=["null", "number"], exclusiveMinimum=0, description=f"accelerator-hours tonight (default {NIGHTLY_BUDGET_HOURS.name})"),
         "models": Param(None, type=["null", "string"], description="only versions whose NAME or NAME/VERSION matches this shell pattern, e.g. credit-* or credit-scorer/3"),
     },
     tags=["repro-audit", "audit", "nightly"],

@@ -16,6 +16,8 @@ import os
 import subprocess
 import sys
 
+from auditor.settings import REPORTS, REQUIRE_OBJECT_LOCK
+
 
 def migrate() -> None:
     """Create or upgrade Airflow's metadata schema."""
@@ -51,8 +53,8 @@ def main() -> int:
     gpu_pool(int(os.environ.get("REPRO_GPU_POOL_SLOTS") or 1))
     names = (os.environ.get("REPRO_BUCKETS") or "").split()
     locked: set[str] = set()
-    if (os.environ.get("REPRO_REQUIRE_OBJECT_LOCK") or "").lower() in {"1", "true", "yes", "on"}:
-        reports = os.environ.get("REPRO_REPORTS", "")
+    if REQUIRE_OBJECT_LOCK.get():  # a malformed value stops the init, naming the variable
+        reports = str(REPORTS.get())
         if reports.startswith("s3://"):
             locked.add(reports[5:].split("/", 1)[0])
     buckets(names, locked)

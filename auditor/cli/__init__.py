@@ -12,12 +12,15 @@ code is the same). Shell completion: ``repro-audit --install-completion``, or ``
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from typing import NoReturn
 
 import typer
 
-from auditor.errors import ReproError, exit_code
+from auditor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ReproError, describe, exit_code
+
+log = logging.getLogger(__name__)
 
 app = typer.Typer(
     name="repro-audit",
@@ -45,7 +48,7 @@ def _version(value: bool) -> None:
         from auditor import __version__
 
         typer.echo(f"repro-audit {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 @app.callback()
@@ -107,26 +110,30 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(argv: list[str] | None, as_json: bool) -> None:
+    """Run the app; every way it can end becomes an exit code from ``auditor.errors``' one table."""
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
         code = app(args=argv, standalone_mode=False, prog_name="repro-audit")
-    except ReproError as exc:
-        if as_json:
-            from auditor.cli.output import emit_error_json
-
-            emit_error_json(error_message(exc), exit_code(exc), exc.hint)
-        _fail(str(exc), exit_code(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(EXIT_INTERRUPTED)
     except _click_errors() as exc:  # usage errors: a usage line, exit 2, never a traceback
         if as_json:
             from auditor.cli.output import emit_error_json
 
             ctx = getattr(exc, "ctx", None)
             hint = f"see '{ctx.command_path} --help'" if ctx is not None else "see 'repro-audit --help'"
-            emit_error_json(exc.format_message(), exc.exit_code, hint)
+            emit_error_json(exc.format_message(), EXIT_USAGE, hint)
         exc.show()
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else 0)
+        sys.exit(EXIT_USAGE)
+    except Exception as exc:  # ours name the fix; anything else is a crash of ours: exit 3, not "not reproduced"
+        if not isinstance(exc, ReproError):
+            log.debug("unexpected error", exc_info=True)
+        message = error_message(exc) if isinstance(exc, ReproError) else describe(exc)
+        if as_json:
+            from auditor.cli.output import emit_error_json
+
+            emit_error_json(message, exit_code(exc), getattr(exc, "hint", None))
+        _fail(str(exc) if isinstance(exc, ReproError) else describe(exc), exit_code(exc))
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

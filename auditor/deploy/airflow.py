@@ -38,7 +38,7 @@ from airflow.sdk.bases.decorator import task_decorator_factory
 from airflow.sdk.exceptions import AirflowFailException
 
 from auditor.errors import task_outcome
-from auditor.settings import MLFLOW_CONN_ID, NOTIFY_EMAIL, S3_CONN_ID, SMTP_CONN_ID, Settings
+from auditor.settings import MLFLOW_CONN_ID, NOTIFY_EMAIL, S3_CONN_ID, SMTP_CONN_ID, TRACKING_URI, Settings
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def task_settings(env: Mapping[str, str] | None = None) -> Settings:
     env = dict(os.environ if env is None else env)
     mlflow = _connection(MLFLOW_CONN_ID.get(env))
     if mlflow is not None:
-        env["MLFLOW_TRACKING_URI"] = tracking_uri_of(mlflow)
+        env[TRACKING_URI.name] = tracking_uri_of(mlflow)
     s3 = _connection(S3_CONN_ID.get(env))
     if s3 is not None:
         aws = _s3_env(s3)
@@ -353,6 +353,24 @@ def remember_settings(context: Mapping[str, Any], settings: Settings) -> Setting
 
 
 # -- parse-time values and params ---------------------------------------------------------------
+def training_asset():
+    """The Asset a training DAG updates (``REPRO_TRAINING_ASSET``), for a DAG's schedule at parse time.
+
+    A value Airflow refuses as an Asset URI (a reserved scheme, blank, too long) logs a warning and
+    gives the default, so that the DAG still parses; the warning names the variable.
+    """
+    from airflow.sdk import Asset
+
+    from auditor.settings import TRAINING_ASSET
+
+    uri = TRAINING_ASSET.get_or_default()
+    try:
+        return Asset(uri)
+    except (TypeError, ValueError) as exc:
+        log.warning("%s=%r is not an Asset URI Airflow accepts (%s); using the default %r", TRAINING_ASSET.name, uri, exc, TRAINING_ASSET.default)
+        return Asset(TRAINING_ASSET.default)
+
+
 def task_defaults() -> dict[str, Any]:
     """Every task's retry policy: two retries, exponential backoff from ``REPRO_RETRY_DELAY_S``, capped at 16x."""
     from datetime import timedelta

@@ -2,8 +2,10 @@
 
 Exit status is what ``KubernetesPodOperator`` turns into task success or failure:
 0 when the audit reached a verdict (any verdict, ERROR included: a model-level
-failure is a finding, not a reason to retry), 3 when publishing itself failed
-(``InfrastructureError``), so Airflow retries the pod; publishing is idempotent.
+failure is a finding, not a reason to retry); otherwise the code the one table in
+``auditor.errors`` gives the exception: 3 when publishing itself failed (``InfrastructureError``)
+or the entry point crashed, so Airflow retries the pod (publishing is idempotent); 2 for a
+malformed setting or argument, which no retry fixes.
 The last line of output is the result as JSON; when ``KubernetesPodOperator``
 collects XCom (its ``/airflow/xcom`` volume is mounted) the result is also
 written to ``return.json`` there, so the DAG's publish step receives it.
@@ -16,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from auditor.errors import EXIT_OK, InfrastructureError, exit_code
+from auditor.errors import EXIT_OK, Meaning, describe, exit_code, meaning_of
 
 XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
 
@@ -33,12 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     from auditor import pipeline
     from auditor.settings import get_settings
 
-    settings = get_settings()  # resolved once, here, and passed down
     try:
+        settings = get_settings()  # resolved once, here, and passed down
         result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
                                             reruns=args.reruns, settings=settings)
-    except InfrastructureError as exc:
-        print(f"publishing failed, the task will retry: {exc}", file=sys.stderr)
+    except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
+        then = "the task will retry" if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH) else "fix it and rerun"
+        print(f"the audit could not be published, {then}: {describe(exc)}", file=sys.stderr)
         return exit_code(exc)
     text = json.dumps(result, sort_keys=True, default=str)
     if XCOM_DIR.is_dir():

@@ -7,8 +7,7 @@ Storage format (one JSON document per model version, the registry's choice of ca
                        "provenance": "calibrated", "method": "...", "runs": ["..."], "spread": {...}},
                "log_loss": {"reference": 0.31, "abs_tol": 0.01, "direction": "lower"}}}
 
-The registry keeps it as the model-version tag ``repro.bands`` (:data:`BANDS_TAG`), or as the artifact
-``repro/bands.json`` (:data:`BANDS_ARTIFACT`) where a backend limits tag length; the text is the same.
+The registry keeps it as the model-version tag ``repro.bands`` (:data:`BANDS_TAG`).
 A band gives its edges either as ``lower``/``upper`` or, when *declared* by an owner, as a ``reference``
 with ``abs_tol`` and/or ``rel_tol`` (edges = reference ∓ max(abs_tol, rel_tol·|reference|));
 :func:`bands_to_json` always writes the explicit edges.
@@ -32,12 +31,10 @@ from typing import Any
 from auditor.canonical import canonical_json
 from auditor.errors import MalformedRecord
 from auditor.judge.result import Band, MetricResult
-from auditor.tags import RECORD_DIR, TAG_BANDS
+from auditor.tags import TAG_BANDS
 
 BANDS_SCHEMA = "repro.bands/1"
 BANDS_TAG = TAG_BANDS
-# TODO(issue 12): auditor.tags has no BANDS_ARTIFACT yet; built on its RECORD_DIR until it does
-BANDS_ARTIFACT = f"{RECORD_DIR}/bands.json"
 
 _DIRECTIONS = ("higher", "lower", "none")
 _PROVENANCES = ("declared", "calibrated")

@@ -18,6 +18,7 @@ from auditor.contract import (
     ENV_STOP_STEP,
     EVALUATION_DIR,
     EVALUATION_FILE,
+    EVALUATION_LOG_FILE,
     EVALUATION_STATUS_FILE,
     METRICS_FILE,
     RECORD_FILE,
@@ -26,13 +27,14 @@ from auditor.contract import (
 )
 from auditor.errors import BadInput, InputUnrecoverable, MalformedRecord, RecipeCrashed
 from auditor.lineage.record import RunRecord
+from auditor.settings import RUNNER
 
 if TYPE_CHECKING:
     from auditor.rebuild.runners import Runner
     from auditor.rebuild.workspace import Workspace
     from auditor.settings import Settings
 
-RUNNERS = ("process", "docker")
+RUNNERS = RUNNER.choices
 
 
 def make_runner(name: str, settings: Settings | None = None) -> Runner:
@@ -86,7 +88,8 @@ def forked_evaluation(output_dir: Path) -> tuple[dict[str, Any] | None, float | 
         return None, None, None
     status = json.loads(status_path.read_text())
     seconds = status.get("seconds")
-    log = (folder / "evaluation.log").read_text(errors="replace") if (folder / "evaluation.log").exists() else ""
+    log_file = folder / EVALUATION_LOG_FILE
+    log = log_file.read_text(errors="replace") if log_file.exists() else ""
     if status.get("exit_code") != 0:
         return None, seconds, crash_signature(log) or f"the evaluation exited with code {status.get('exit_code')}"
     if not (folder / EVALUATION_FILE).exists():

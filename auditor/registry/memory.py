@@ -21,7 +21,7 @@ from auditor.errors import BadInput, NotFound
 from auditor.lineage.record import RunRecord
 from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
 from auditor.registry.layout import run_layout, training_params
-from auditor.tags import TAG_RECORD_DIGEST, TAG_RUN_IDENTITY, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
+from auditor.tags import MLFLOW_RUN_NAME, TAG_RECORD_DIGEST, TAG_RUN_IDENTITY, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
 
 _INSTANCES: dict[str, MemoryRegistry] = {}
 _INSTANCES_LOCK = threading.Lock()
@@ -197,7 +197,7 @@ class MemoryRegistry(Registry):
             for run_id, run in self._runs.items():
                 if run.experiment == experiment and run.tags.get(TAG_RUN_IDENTITY) == identity:
                     return run_id
-        return self.create_run(tags={**tags, TAG_RUN_IDENTITY: identity, "mlflow.runName": name},
+        return self.create_run(tags={**tags, TAG_RUN_IDENTITY: identity, MLFLOW_RUN_NAME: name},
                                artifacts=artifacts, params=params, experiment=experiment)
 
     def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:

@@ -70,16 +70,18 @@ def bound_mlflow_http(settings: Settings | None = None) -> None:
     os.environ.setdefault(_MLFLOW_BACKOFF, _BACKOFF)
 
 
-def open_registry(tracking_uri: str | None = None, registry_uri: str | None = None) -> Registry:
+def open_registry(tracking_uri: str | None = None, registry_uri: str | None = None, *, settings: Settings | None = None) -> Registry:
     """The registry a URI names: ``memory://NAME`` for the in-memory twin, anything else through MLflow.
 
     With no URI, the settings' tracking and registry URIs (``MLFLOW_TRACKING_URI``,
     ``MLFLOW_REGISTRY_URI``) apply. A SQLite URI must name an existing file (``NotFound``).
+    An entry point passes the ``settings`` it resolved; without them they are read here.
     """
     if tracking_uri is None:
-        from auditor.settings import Settings
+        if settings is None:
+            from auditor.settings import Settings
 
-        settings = Settings.from_env()
+            settings = Settings.from_env()
         tracking_uri = settings.tracking_uri
         registry_uri = registry_uri or settings.registry_uri
     if registry_scheme(tracking_uri) == "memory":
@@ -88,7 +90,7 @@ def open_registry(tracking_uri: str | None = None, registry_uri: str | None = No
         return MemoryRegistry.named(tracking_uri)
     require_existing_database(tracking_uri)
     require_existing_database(registry_uri, what="registry URI")
-    bound_mlflow_http()
+    bound_mlflow_http(settings)
     from auditor.registry.mlflow import MlflowRegistry
 
     return MlflowRegistry(tracking_uri, registry_uri=registry_uri)

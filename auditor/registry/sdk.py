@@ -44,6 +44,7 @@ from auditor.contract import (
     ENV_TORCH_THREADS,
     EVALUATION_DIR,
     EVALUATION_FILE,
+    EVALUATION_LOG_FILE,
     EVALUATION_STATUS_FILE,
     METRICS_FILE,
     RECORD_FILE,
@@ -1000,7 +1001,7 @@ def _evaluate_here(run: Run) -> bool:
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:  # the child: evaluate into its own folder, then end (see _end_evaluation_child)
-        log_fd = os.open(folder / "evaluation.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        log_fd = os.open(folder / EVALUATION_LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         run._output_dir = folder

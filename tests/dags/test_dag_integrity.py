@@ -103,8 +103,11 @@ MALFORMED = {
 @pytest.mark.parametrize(
     "bad",
     [MALFORMED, {"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_GPUS": "zero"},
-     {"REPRO_REBUILD_BACKEND": "kubernetes"}, {"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_IMAGE": "trainer:latest"}],
-    ids=["every-setting-malformed", "kubernetes-malformed-gpus", "kubernetes-without-image", "kubernetes-image-by-tag"],
+     {"REPRO_REBUILD_BACKEND": "kubernetes"}, {"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_IMAGE": "trainer:latest"},
+     # well-formed numbers a timedelta cannot hold, and an Asset URI Airflow refuses (its own scheme)
+     {"REPRO_RETRY_DELAY_S": "99999999999999", "REPRO_REBUILD_TIMEOUT_S": "99999999999999", "REPRO_TRAINING_ASSET": "airflow://reserved"}],
+    ids=["every-setting-malformed", "kubernetes-malformed-gpus", "kubernetes-without-image", "kubernetes-image-by-tag",
+         "out-of-range-and-refused-asset"],
 )
 def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_in_airflow, bad):
     """Parse time reads nothing that raises: the DAGs load with the defaults; the tasks fail when they run."""

@@ -81,7 +81,7 @@ def signed(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "_prepare", fake_prepare)
     behaviours = [crashing, faithful, faithful]
     for info, date, behave in zip(infos, DATES, behaviours, strict=True):
-        monkeypatch.setattr(pipeline, "make_runner", lambda name, b=behave: FakeRunner(b))
+        monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None, b=behave: FakeRunner(b))
         pipeline.publish_audit(info.ref, date=date, audit_run="cli", runner="process", settings=settings)
     yield registry, infos, settings, public_path, keyid
     MemoryRegistry.forget(registry.uri)
@@ -263,7 +263,7 @@ def test_a_record_rewritten_with_its_digest_tags_recomputed_fails_lineage(signed
     registry, infos, settings, _, _ = signed
     info = infos[1]
     _rewrite_seed(registry, info, 12345)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
     result = pipeline.audit(info.ref, date="2026-06-01", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert "the run record changed after registration" in " ".join(f.message for f in result.findings)
@@ -274,7 +274,7 @@ def test_a_record_rewritten_where_no_param_anchors_it_disagrees_with_earlier_pub
     info = infos[2]
     registry._runs[info.run_id].params.clear()  # registered by an SDK that logged no params
     _rewrite_seed(registry, info, 999)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
     result = pipeline.audit(info.ref, date="2026-06-02", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert "recorded" in " ".join(f.message for f in result.findings if f.code == "record.changed")
@@ -290,7 +290,7 @@ def _varying(spec, evaluating):
 def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, monkeypatch, edit):
     registry, infos, settings, _, _ = signed
     info = infos[1]
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(_varying))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(_varying))
     bands = pipeline.calibrate(info.ref, reruns=3, same_seed=2, settings=settings)
     assert bands["auc"].evidence and bands["auc"].evidence["sha256"].startswith("sha256:")
     doc = json.loads(registry.resolve(info.ref).tags[TAG_BANDS])
@@ -312,7 +312,7 @@ def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, mo
 
 def test_recalibrating_with_fewer_reruns_never_silently_replaces_a_band(signed, monkeypatch):
     registry, infos, settings, _, _ = signed
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(_varying))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(_varying))
     pipeline.calibrate(infos[1].ref, reruns=4, same_seed=2, settings=settings)
     with pytest.raises(BadInput, match="at least 3"):
         pipeline.calibrate(infos[1].ref, reruns=2, same_seed=2, settings=settings)
@@ -344,7 +344,7 @@ def test_forged_weights_and_record_whose_reevaluation_crashes_are_not_reproducib
             return RunOutcome(exit_code=1, wall_s=0.01, log="RuntimeError: size mismatch\n", log_path=spec.output_dir / "log")
         return faithful(spec, evaluating)
 
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(crash_on_evaluate))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(crash_on_evaluate))
     result = pipeline.audit(info.ref, date="2026-06-05", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert result.tiers["artifact_recovery"].status != "pass"
@@ -392,7 +392,7 @@ def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught
     from dataclasses import replace
 
     s3 = replace(settings, reports=f"s3://{bucket}/reports", require_object_lock=True, lock_retention_days=1)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
     pipeline.publish_audit(infos[1].ref, date="2026-07-01", audit_run="cli", runner="process", settings=s3)
     assert check(s3, public).ok, messages(check(s3, public))
     store = open_store(s3.reports)

@@ -101,7 +101,7 @@ def world(tmp_path, monkeypatch):
 def run_audit(world, monkeypatch, behave, *, prepare_error: Exception | None = None):
     registry, info, settings = world
     runner = FakeRunner(behave)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: runner)
     if prepare_error is not None:
         def failing_prepare(*_a, **_k):
             raise prepare_error
@@ -239,7 +239,7 @@ def test_a_malformed_band_is_refused_before_any_rebuild_naming_the_tag(world, mo
     registry, info, settings = world
     registry.set_tags(info, {TAG_BANDS: '{"schema": "repro.bands/1", "bands": {"auc": {"lower": "x"}}}'})
     runner = FakeRunner(faithful)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: runner)
     with pytest.raises(MalformedRecord, match=TAG_BANDS):
         pipeline.audit(info.ref, date="2026-02-01", settings=settings)
     assert runner.specs == []  # nothing ran
@@ -343,7 +343,7 @@ def test_a_version_without_a_record_is_not_reproducible_and_nothing_runs(world, 
     registry, _, settings = world
     plain = registry.register_record("m", None)
     runner = FakeRunner(faithful)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: runner)
     result = pipeline.audit(plain.ref, date="2026-02-01", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert result.findings[0].code == "record.missing" and runner.specs == []
@@ -364,7 +364,7 @@ def test_a_blocking_lineage_finding_is_not_reproducible_and_nothing_runs(world, 
     record = record.model_copy(update={"environment": record.environment.model_copy(update={"image_digest": None, "image_ref": "trainer:latest"})})
     bad = registry.register_record("m", record, weights=_weights())
     runner = FakeRunner(faithful)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: runner)
     result = pipeline.audit(bad.ref, date="2026-02-01", settings=settings)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert result.tiers["lineage"].status == "fail" and runner.specs == []
@@ -383,7 +383,7 @@ def test_an_unknown_runner_and_a_bad_ref_are_the_callers_errors(world):
 def test_publishing_writes_the_outcome_tags_once_per_date(world, monkeypatch):
     registry, info, settings = world
     runner = FakeRunner(faithful)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: runner)
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: runner)
     first = pipeline.publish_audit(info.ref, date="2026-02-01", audit_run="cli", settings=settings)
     tags = dict(registry.resolve(info.ref).tags)
     assert tags[TAG_VERDICT] == "REPRODUCED_BITWISE" and tags[TAG_AUDIT_DATE] == "2026-02-01"

@@ -43,7 +43,7 @@ def test_an_error_with_retries_left_is_raised_unpublished_and_the_retry_audits_a
         return Workspace(root=dest, repo_dir=project, project_dir=project, config_path=dest / "config.json", data_dirs={})
 
     monkeypatch.setattr(pipeline, "_prepare", prepare)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
     kwargs = {"date": "2026-03-01", "audit_run": "test", "settings": settings}
     with pytest.raises(InfrastructureError, match="verdict ERROR, not published yet: .*runner is unavailable"):
         pipeline.audit_and_publish(info.ref, publish_error=False, **kwargs)
@@ -59,6 +59,6 @@ def test_the_last_try_publishes_the_error(world, monkeypatch):  # noqa: F811
         raise InfrastructureError("the rebuild runner is unavailable")
 
     monkeypatch.setattr(pipeline, "_prepare", prepare)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name: FakeRunner(faithful))
+    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
     row = pipeline.audit_and_publish(info.ref, date="2026-03-02", audit_run="test", settings=settings)
     assert row["verdict"] == "ERROR" and row["report"]
