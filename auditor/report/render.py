@@ -20,6 +20,8 @@ from markupsafe import Markup, escape
 
 from auditor.report import plots, view
 from auditor.report.evidence import audit_of
+from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
+from auditor.tags import TAG_BANDS
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -109,6 +111,8 @@ def environment() -> Environment:
     env.filters["short_uri"] = short_uri
     env.filters["css_string"] = css_string
     env.globals["static"] = static
+    # names the pages print come from their one home, as in the Python modules
+    env.globals["names"] = {"TAG_BANDS": TAG_BANDS, "SIGNING_KEY": SIGNING_KEY.name, "OVERDUE_DAYS": OVERDUE_DAYS.name}
     return env
 
 

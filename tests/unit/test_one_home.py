@@ -57,6 +57,9 @@ def mentions() -> dict[str, set[str]]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
                 for name in MENTION.findall(node.value):
                     where[name].add(rel)
+    for path in sorted(PACKAGE.rglob("*.j2")):  # the report templates print names too (render.py passes them in)
+        for name in MENTION.findall(path.read_text(encoding="utf-8")):
+            where[name].add(path.relative_to(PACKAGE).as_posix())
     return where
 
 
