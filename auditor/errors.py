@@ -19,8 +19,10 @@ meaning            when                                            in a audit  e
 =================  ==============================================  ==========  =========
 
 Inside an audit, a ``caller`` error raised by the model's own inputs (a tag-only image in the
-record, an unusable entrypoint) is the model's problem: NOT_REPRODUCIBLE. A malformed record,
-manifest or band found mid-audit is ERROR, so that it is named and never passes silently.
+record, an unusable entrypoint) is the model's problem: NOT_REPRODUCIBLE. A malformed manifest
+or band found mid-audit is ERROR, so that it is named and never passes silently. The version's own
+run record is the exception: one that does not load, or was rewritten after registration, is a
+blocking lineage finding (``pipeline._read_record``), so NOT_REPRODUCIBLE: no retry brings it back.
 """
 
 from __future__ import annotations
