@@ -21,13 +21,12 @@ the budget and which models are sampled.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pendulum
 from airflow.sdk import Param, dag, get_current_context, task
 
-from auditor.deploy import check_route, parse_time_pod
+from auditor.deploy import audit_date, check_route, parse_time_pod
 from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import NIGHTLY_BUDGET_HOURS, NIGHTLY_MAX_MODELS, NIGHTLY_SCHEDULE
 
@@ -36,10 +35,6 @@ GPU_QUEUE = "gpu"
 # Tasks below that return a dict say multiple_outputs=False: Airflow infers True from a dict return
 # annotation and would store every key as its own XCom beside the whole value.
 
-
-def _date(context: Mapping[str, Any]) -> str:
-    """The ``date`` param, else the logical date as YYYY-MM-DD; a manual run without one falls back to its stored run_after."""
-    return (context.get("params") or {}).get("date") or context.get("ds") or context["dag_run"].run_after.date().isoformat()
 
 
 def make_audit_task() -> Any:
@@ -60,7 +55,7 @@ def make_audit_task() -> Any:
         check_route("celery", settings)  # a kubernetes configuration the DAG file could not render fails here
         get_current_context()["model_ref"] = pick["ref"]  # names the mapped instance in the UI
         return pipeline.audit_and_publish(
-            pick["ref"], date=_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
+            pick["ref"], date=audit_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
             settings=settings, publish_error=publish_error,
         )
 
@@ -120,7 +115,7 @@ def repro_nightly_audit() -> None:
         from auditor.deploy.airflow import nightly_settings, task_settings
 
         params = context["params"]
-        chosen = pipeline.sample(_date(context), settings=nightly_settings(params, task_settings()), models=params.get("models"))
+        chosen = pipeline.sample(audit_date(context), settings=nightly_settings(params, task_settings()), models=params.get("models"))
         context["ti"].xcom_push(key="sample", value=chosen)
         return chosen["picks"]
 
@@ -130,7 +125,7 @@ def repro_nightly_audit() -> None:
         from auditor import pipeline
         from auditor.deploy.airflow import task_settings
 
-        return pipeline.publish_summary(_date(context), sample, list(results), settings=task_settings())
+        return pipeline.publish_summary(audit_date(context), sample, list(results), settings=task_settings())
 
     picks = sample()
     results = audit_each(picks)

@@ -13,22 +13,16 @@ verdict as a state, as in the nightly audit (``auditor.deploy.airflow.VerdictOpe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pendulum
 from airflow.sdk import Param, dag
 
+from auditor.deploy import audit_date
 from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import RUNNER
 
 GPU_POOL = "repro_gpu"
 GPU_QUEUE = "gpu"
 
-
-def _date(context: Mapping[str, Any]) -> str:
-    """The logical date as YYYY-MM-DD; a manual run without one falls back to its stored run_after, never now()."""
-    return context.get("ds") or context["dag_run"].run_after.date().isoformat()
 
 
 @dag(
@@ -60,7 +54,7 @@ def repro_rebuild_model() -> None:
         params = context["params"]
         return pipeline.audit_and_publish(
             params["model_uri"],
-            date=_date(context),
+            date=audit_date(context),
             audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
             runner=params["runner"],
             reruns=int(params["reruns"]),

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from auditor.deploy.dates import DATE_TEMPLATE
 from auditor.errors import BadInput
 from auditor.settings import HOME, IMAGE, IMAGE_DIGEST, K8S_IMAGE, RUNNER, KubernetesSettings, Settings, get_settings
 
@@ -41,8 +42,7 @@ UID = 10001  # the trainer image's non-root user (docker/Dockerfile)
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 APP_LABELS = {"app.kubernetes.io/name": "repro-audit", "app.kubernetes.io/component": "rebuild"}
 
-# Templated by Airflow when the operator renders ``arguments``: the task's logical date and run.
-DATE_TEMPLATE = "{{ ds }}"
+# Templated by Airflow when the operator renders ``arguments``: the audit date (auditor.deploy.dates) and the run.
 AUDIT_RUN_TEMPLATE = "{{ dag.dag_id }}/{{ run_id }}"
 
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from auditor.deploy import rebuild_backend
+from auditor.deploy import DATE_TEMPLATE, rebuild_backend
 from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments, render_pod
 from auditor.errors import BadInput
 
@@ -95,7 +95,9 @@ def test_the_rebuild_pod_holds_no_secret_only_references_to_one():
 
 
 def test_the_arguments_carry_the_model_and_airflows_date_and_run_templates():
-    assert pod_arguments(REF) == ["--ref", REF, "--date", "{{ ds }}", "--audit-run", "{{ dag.dag_id }}/{{ run_id }}"]
+    # the date is the Celery tasks' rule as a template (tests/unit/test_audit_date.py renders both)
+    assert pod_arguments(REF) == ["--ref", REF, "--date", DATE_TEMPLATE, "--audit-run", "{{ dag.dag_id }}/{{ run_id }}"]
+    assert "params.get('date')" in DATE_TEMPLATE and "ds" in DATE_TEMPLATE
 
 
 def test_kubernetes_pod_operator_builds_the_same_locked_down_gpu_pod():

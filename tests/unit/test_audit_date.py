@@ -1,0 +1,41 @@
+"""One rule for a DAG run's audit date: the Celery tasks' function and the pod's template agree.
+
+The template is rendered as Airflow renders a templated field (a sandboxed Jinja environment with
+``StrictUndefined``, Airflow's default ``template_undefined``), for each case the function handles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import jinja2
+import jinja2.sandbox
+import pytest
+
+from auditor.deploy import DATE_TEMPLATE, audit_date
+from auditor.deploy.kubernetes import pod_arguments
+
+RUN = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
+CASES = {
+    "the date param wins": ({"params": {"date": "2026-01-02"}, "ds": "2026-03-01", "dag_run": RUN}, "2026-01-02"),
+    "an empty param gives the logical date": ({"params": {"date": None}, "ds": "2026-03-01", "dag_run": RUN}, "2026-03-01"),
+    "no such param (the rebuild DAG)": ({"params": {}, "ds": "2026-03-01", "dag_run": RUN}, "2026-03-01"),
+    "no logical date: the stored run_after": ({"params": {"date": None}, "dag_run": RUN}, "2026-03-04"),
+}
+
+
+def _render(template: str, context: dict) -> str:
+    env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined)
+    return env.from_string(template).render(**context)
+
+
+@pytest.mark.parametrize(("context", "expected"), CASES.values(), ids=CASES.keys())
+def test_the_function_and_the_pods_template_give_the_same_date(context, expected):
+    assert audit_date(context) == expected
+    assert _render(DATE_TEMPLATE, context) == expected
+
+
+def test_the_pod_is_given_that_template():
+    arguments = pod_arguments("models:/m/1")
+    assert arguments[arguments.index("--date") + 1] == DATE_TEMPLATE
