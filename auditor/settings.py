@@ -480,11 +480,21 @@ class Settings:
         env = os.environ if env is None else env
         values = {s.attr: s.get(env) for s in _TOP_LEVEL}
         home = values["home"]
-        if values["snapshot_store"] is None:
-            values["snapshot_store"] = _snapshot_store_under(home)
-        if values["tracking_uri"] is None:
-            values["tracking_uri"] = tracking_uri_under(home)
+        values["snapshot_store"] = values["snapshot_store"] or _snapshot_store_under(home)
+        values["tracking_uri"] = values["tracking_uri"] or tracking_uri_under(home)
         return cls(**values, kubernetes=KubernetesSettings.from_env(env))
+
+
+# A training process (the SDK) reads only what it uses: a malformed setting of the auditor's own
+# (a retry delay, a Kubernetes limit) must not stop a training run.
+def tracking_uri_from(env: Mapping[str, str] | None = None) -> str:
+    """``MLFLOW_TRACKING_URI``, else the SQLite registry under ``REPRO_HOME``; reads no other setting."""
+    return TRACKING_URI.get(env) or tracking_uri_under(HOME.get(env))
+
+
+def snapshot_store_from(env: Mapping[str, str] | None = None) -> str:
+    """``REPRO_SNAPSHOT_STORE``, else the folder under ``REPRO_HOME``; reads no other setting."""
+    return SNAPSHOT_STORE.get(env) or _snapshot_store_under(HOME.get(env))
 
 
 @lru_cache(maxsize=1)

@@ -50,7 +50,7 @@ def coverage_rows(settings, *, now: dt.datetime) -> tuple[list[dict], str]:
     from auditor.report.index import coverage
     from auditor.storage import open_store
 
-    registry = open_registry(settings.tracking_uri, settings.registry_uri)
+    registry = open_registry(settings.tracking_uri, settings.registry_uri, settings=settings)
     versions = [
         {"model": v.name, "version": str(v.version), "aliases": list(v.aliases), "tag_audit_at": v.last_audit_at,
          "tag_verdict": v.last_verdict}

@@ -767,10 +767,10 @@ def _generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebui
                     name, ", ".join(differ[:5]) + (" …" if len(differ) > 5 else ""),
                 )
             return DataRef(kind="path", uri=recorded)
-        from auditor.settings import Settings
+        from auditor.settings import snapshot_store_from
         from auditor.snapshots import create_snapshot
 
-        store = spec.store or Settings.from_env(env).snapshot_store
+        store = spec.store or snapshot_store_from(env)
         if "://" not in store:
             store = str(Path(store).resolve())
         info = create_snapshot(folder, store)

@@ -65,9 +65,9 @@ def tracking_uri(explicit: str | None = None) -> str:
 
     if is_tracking_uri_set():
         return mlflow.get_tracking_uri()
-    from auditor.settings import Settings
+    from auditor.settings import tracking_uri_from
 
-    return Settings.from_env().tracking_uri
+    return tracking_uri_from()
 
 
 def start(uri: str | None, experiment: str | None) -> Session:

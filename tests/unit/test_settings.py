@@ -184,3 +184,16 @@ def test_setting_names_are_string_literals_only_in_the_settings_module_among_its
                     if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not literals & names, f"{path.relative_to(ROOT)} spells {sorted(literals & names)}"
     assert settings_module.SETTINGS is SETTINGS
+
+
+def test_a_training_process_reads_only_the_settings_it_uses():
+    """The SDK's tracking URI and snapshot store do not parse the auditor's other settings (a bad one stays theirs)."""
+    from auditor.settings import snapshot_store_from, tracking_uri_from
+
+    env = {"REPRO_RETRY_DELAY_S": "soon", "REPRO_K8S_GPUS": "zero", "REPRO_HOME": "/h"}
+    with pytest.raises(BadInput, match="REPRO_RETRY_DELAY_S"):
+        Settings.from_env(env)
+    assert tracking_uri_from(env) == Settings.from_env({"REPRO_HOME": "/h"}).tracking_uri == "sqlite:////h/mlflow.db"
+    assert snapshot_store_from(env) == Settings.from_env({"REPRO_HOME": "/h"}).snapshot_store
+    assert tracking_uri_from({**env, "MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}) == "http://127.0.0.1:5000"
+    assert snapshot_store_from({**env, "REPRO_SNAPSHOT_STORE": "memory://s"}) == "memory://s"
