@@ -20,9 +20,11 @@ $(STAMP): pyproject.toml
 sysdeps:
 	bash .ci/sysdeps
 
-# pytest's exit 5 (no test collected) must never read as a pass.
+# pytest's exit 5 (no test collected) must never read as a pass. Two workers (pytest-xdist), each taking
+# a whole test file at a time, so a module's fixtures are built once: about 19 min instead of 29 on 2 cores.
+# A plain `pytest` (one file, one test) stays in one process.
 test: venv sysdeps
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
 
 # The Debian base (mmdebstrap) and the CPU trainer built from docker/Dockerfile on it, into the engine at
 # DOCKER_HOST (default: the system's); each is skipped when the engine, or the cache folder
