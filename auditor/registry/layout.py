@@ -22,6 +22,11 @@ from auditor.tags import PARAM_RECORD_DIGEST, PARAM_SEED, RECORD_ARTIFACT, WEIGH
 _MAX_PARAM_VALUE = 6000
 _KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 
+
+def safe_key(name: str) -> str:
+    """``name`` with every character MLflow refuses in a param or tag key replaced by ``_``."""
+    return _KEY_UNSAFE.sub("_", name)
+
 if TYPE_CHECKING:
     from auditor.lineage.record import RunRecord
 
@@ -41,7 +46,7 @@ def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
                 walk(item, f"{prefix}.{key}" if prefix else str(key))
             return
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[_KEY_UNSAFE.sub("_", prefix) or "_"] = text[:_MAX_PARAM_VALUE]
+        out[safe_key(prefix) or "_"] = text[:_MAX_PARAM_VALUE]
 
     walk(config, "")
     return out

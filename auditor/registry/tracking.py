@@ -8,7 +8,6 @@ run, so that the user's own ``mlflow.log_*`` calls inside the block land in it.
 
 from __future__ import annotations
 
-import re
 import tempfile
 import time
 from collections.abc import Mapping
@@ -18,7 +17,7 @@ from typing import Any
 
 from auditor.errors import BadInput
 from auditor.lineage.record import DataRef, RunRecord
-from auditor.registry.layout import flatten_params, run_layout, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
+from auditor.registry.layout import flatten_params, run_layout, safe_key, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
 from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
 from auditor.tags import (
@@ -39,10 +38,9 @@ from auditor.tags import (
 )
 
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
-# value 6,000 characters, a run tag 8,000; param keys allow these characters only.
+# value 6,000 characters, a run tag 8,000 (key characters: layout.safe_key).
 _PARAM_BATCH = 100
 _MAX_TAG_VALUE = 8000
-_KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 _DATASET_DIGEST = 36  # MLflow's column width for a dataset digest
 
 
@@ -135,7 +133,7 @@ def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
         tags[TAG_DIRTY] = "unknown" if code.dirty is None else str(code.dirty).lower()
     tags[TAG_IMAGE_DIGEST] = (env.image_digest if env is not None else None) or "none"
     for name, ref in record.data.items():
-        tags[TAG_DATA_PREFIX + _KEY_UNSAFE.sub("_", name)] = f"{ref.uri}@{ref.version}" if ref.version else ref.uri
+        tags[TAG_DATA_PREFIX + safe_key(name)] = f"{ref.uri}@{ref.version}" if ref.version else ref.uri
     weights = [a for a in record.outputs.artifacts if a.uri.endswith(WEIGHTS_ARTIFACT)]
     if weights:
         tags[TAG_WEIGHTS_SHA256] = weights[-1].sha256
