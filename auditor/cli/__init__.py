@@ -12,15 +12,13 @@ code is the same). Shell completion: ``repro-audit --install-completion``, or ``
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
+import traceback
 from typing import NoReturn
 
 import typer
 
 from auditor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ReproError, describe, exit_code
-
-log = logging.getLogger(__name__)
 
 app = typer.Typer(
     name="repro-audit",
@@ -128,8 +126,8 @@ def _run(argv: list[str] | None, as_json: bool) -> None:
         exc.show()
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # ours name the fix; anything else is a crash of ours: exit 3, not "not reproduced"
-        if not isinstance(exc, ReproError):
-            log.debug("unexpected error", exc_info=True)
+        if not isinstance(exc, ReproError):  # a bug of ours: its traceback (redacted, on stderr) is what a report needs
+            traceback.print_exc(file=sys.stderr)
         message = error_message(exc) if isinstance(exc, ReproError) else describe(exc)
         if as_json:
             from auditor.cli.output import emit_error_json

@@ -1,8 +1,10 @@
 """The pod a rebuild task submits when ``REPRO_REBUILD_BACKEND=kubernetes``, as a plain dict.
 
 One pod per audited model version, launched by ``KubernetesPodOperator`` with
-``pod_template_dict=pod_template()`` and ``arguments=pod_arguments(ref)``. The
-pod runs ``python -m auditor.deploy.pod_main``: the same
+``pod_template_dict=pod_template()``, ``cmds=pod_command()`` and ``arguments=pod_arguments(ref)``.
+The run's date and id are Jinja templates in ``cmds``, a field of the operator's ``partial()``:
+Airflow renders those, but not values mapped in from an upstream XCom (``arguments`` holds only
+the model ref). The pod runs ``python -m auditor.deploy.pod_main``: the same
 ``pipeline.audit_and_publish`` the Celery route calls, so both routes publish
 the same evidence, exactly once per (model version, date).
 
@@ -42,8 +44,9 @@ UID = 10001  # the trainer image's non-root user (docker/Dockerfile)
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 APP_LABELS = {"app.kubernetes.io/name": "repro-audit", "app.kubernetes.io/component": "rebuild"}
 
-# Templated by Airflow when the operator renders ``arguments``: the audit date (auditor.deploy.dates) and the run.
+# Templated by Airflow when the operator renders ``cmds``: the audit date (auditor.deploy.dates) and the run.
 AUDIT_RUN_TEMPLATE = "{{ dag.dag_id }}/{{ run_id }}"
+POD_ENTRY_POINT = ("python", "-m", "auditor.deploy.pod_main")
 
 
 @dataclass(frozen=True)
@@ -109,9 +112,18 @@ class PodSettings:
         return cls.from_settings(settings)
 
 
-def pod_arguments(model_ref: str, *, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE) -> list[str]:
-    """The container's arguments for one model (Airflow fills the templates when the task runs)."""
-    return ["--ref", model_ref, "--date", date, "--audit-run", audit_run]
+def pod_command(*, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE) -> list[str]:
+    """The container's command: the entry point with the run's date and id (Airflow fills the templates).
+
+    Not in ``arguments``: the nightly maps those over the sample, and Airflow leaves a value that
+    comes from an upstream XCom unrendered, so a template there would reach the pod as ``{{ … }}``.
+    """
+    return [*POD_ENTRY_POINT, "--date", date, "--audit-run", audit_run]
+
+
+def pod_arguments(model_ref: str) -> list[str]:
+    """The container's arguments for one model: the one value mapped over the sample."""
+    return ["--ref", model_ref]
 
 
 def pod_template(pod: PodSettings) -> dict[str, Any]:
@@ -140,7 +152,7 @@ def pod_template(pod: PodSettings) -> dict[str, Any]:
                 "name": CONTAINER,
                 "image": pod.image,
                 "imagePullPolicy": "IfNotPresent",
-                "command": ["python", "-m", "auditor.deploy.pod_main"],
+                "command": list(POD_ENTRY_POINT),  # the operator's cmds (pod_command) take its place
                 "env": [
                     # The rebuild's own record names the image it ran in.
                     {"name": IMAGE.name, "value": image_name},
@@ -189,12 +201,15 @@ def render_pod(model_ref: str, pod: PodSettings, *, date: str = DATE_TEMPLATE,
                audit_run: str = AUDIT_RUN_TEMPLATE) -> dict[str, Any]:
     """The whole pod one rebuild task submits for ``model_ref``."""
     rendered = copy.deepcopy(pod_template(pod))
-    rendered["spec"]["containers"][0]["args"] = pod_arguments(model_ref, date=date, audit_run=audit_run)
+    rendered["spec"]["containers"][0]["command"] = pod_command(date=date, audit_run=audit_run)
+    rendered["spec"]["containers"][0]["args"] = pod_arguments(model_ref)
     return rendered
 
 
-def operator_kwargs(pod: PodSettings) -> dict[str, Any]:
+def operator_kwargs(pod: PodSettings, *, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE) -> dict[str, Any]:
     """Keyword arguments for ``KubernetesPodOperator.partial(...)``; map ``arguments`` over the picks.
+
+    ``cmds`` carries the run's templates (``pod_command``), where Airflow renders them.
 
     XCom is on, so the DAG's publish step gets each audit's result as on the
     Celery route: the pod writes it to ``/airflow/xcom/return.json`` and the
@@ -207,6 +222,7 @@ def operator_kwargs(pod: PodSettings) -> dict[str, Any]:
         "namespace": pod.namespace,
         "name": "repro-rebuild",
         "pod_template_dict": template,
+        "cmds": pod_command(date=date, audit_run=audit_run),
         "base_container_name": CONTAINER,
         "do_xcom_push": True,
         "xcom_sidecar_container_security_context": dict(template["spec"]["containers"][0]["securityContext"]),

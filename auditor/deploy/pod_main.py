@@ -5,7 +5,8 @@ Exit status is what ``KubernetesPodOperator`` turns into task success or failure
 failure is a finding, not a reason to retry); otherwise the code the one table in
 ``auditor.errors`` gives the exception: 3 when publishing itself failed (``InfrastructureError``)
 or the entry point crashed, so Airflow retries the pod (publishing is idempotent); 2 for a
-malformed setting or argument, which no retry fixes.
+malformed setting or argument (an unrendered date template included): Airflow's retries cannot
+fix it, and the task fails once they are spent.
 The last line of output is the result as JSON; when ``KubernetesPodOperator``
 collects XCom (its ``/airflow/xcom`` volume is mounted) the result is also
 written to ``return.json`` there, so the DAG's publish step receives it.
@@ -14,20 +15,31 @@ written to ``return.json`` there, so the DAG's publish step receives it.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
+import traceback
 from pathlib import Path
 
-from auditor.errors import EXIT_OK, Meaning, describe, exit_code, meaning_of
+from auditor.errors import EXIT_OK, Meaning, ReproError, describe, exit_code, meaning_of
 
 XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
+
+
+def _iso_date(text: str) -> str:
+    """``YYYY-MM-DD``; anything else (an unrendered ``{{ … }}`` template) is a usage error, exit 2."""
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Audit and publish one model version; returns the process exit status."""
     parser = argparse.ArgumentParser(prog="python -m auditor.deploy.pod_main", description=__doc__.splitlines()[0])
     parser.add_argument("--ref", required=True, help="models:/NAME/VERSION or models:/NAME@ALIAS")
-    parser.add_argument("--date", required=True, help="the audit date, YYYY-MM-DD (the task's logical date)")
+    parser.add_argument("--date", required=True, type=_iso_date,
+                        help="the audit date, YYYY-MM-DD (auditor.deploy.dates: the date param, else the logical date)")
     parser.add_argument("--audit-run", required=True, help="the Airflow DAG run that asked for the audit")
     parser.add_argument("--reruns", type=int, default=1)
     args = parser.parse_args(argv)
@@ -40,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
                                             reruns=args.reruns, settings=settings)
     except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
-        then = "the task will retry" if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH) else "fix it and rerun"
+        if not isinstance(exc, ReproError):  # a bug of ours: the pod's log is the only record of its traceback
+            traceback.print_exc(file=sys.stderr)
+        then = "the task will retry" if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH) else "fix the input"
         print(f"the audit could not be published, {then}: {describe(exc)}", file=sys.stderr)
         return exit_code(exc)
     text = json.dumps(result, sort_keys=True, default=str)

@@ -19,9 +19,14 @@ print(json.dumps({"errors": {str(k): v[-400:] for k, v in bag.import_errors.item
 
 
 def _parse(tmp_path, backend):
+    return _probe(tmp_path, backend, PARSE)
+
+
+def _probe(tmp_path, backend, script):
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow"), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",  # a loaded CI machine, not a slow DAG file
            "REPRO_REBUILD_BACKEND": backend, "REPRO_K8S_IMAGE": IMAGE}
-    result = subprocess.run([sys.executable, "-c", PARSE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -36,3 +41,36 @@ def test_the_kubernetes_route_makes_the_audit_a_pod_in_the_gpu_pool(tmp_path):
 def test_the_default_route_keeps_the_audit_a_python_task(tmp_path):
     parsed = _parse(tmp_path, "celery")
     assert parsed["errors"] == {} and parsed["class"] != "KubernetesPodOperator"
+
+
+# The mapped pod task rendered as Airflow renders it when a try starts: unmapped with its mapped value
+# (which came from the sample's XCom, so Airflow leaves it as it is), then render_template_fields.
+RENDER = r"""
+import datetime as dt, json
+from types import SimpleNamespace
+from airflow.dag_processing.dagbag import DagBag
+dag = DagBag("dags").dags["repro_nightly_audit"]
+task = dag.get_task("audit")
+run = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
+out = {"mapped": sorted(task.expand_input.value), "rendered": {}}
+for case, extra in {"scheduled": {"ds": "2026-03-01", "params": dag.params},
+                    "date param": {"ds": "2026-03-01", "params": {"date": "2026-01-02"}},
+                    "no logical date": {"params": dag.params}}.items():
+    op = task.unmap({"arguments": ["--ref", "models:/m/1"]})
+    op.render_template_fields({"dag": dag, "run_id": "manual__1", "dag_run": run, **extra})
+    out["rendered"][case] = op.cmds + op.arguments
+print(json.dumps(out))
+"""
+
+
+def test_the_pods_date_and_run_are_rendered_by_airflow_for_every_kind_of_run(tmp_path):
+    """The templates ride in the partial's cmds: a template in the mapped arguments would reach the pod as text."""
+    out = _probe(tmp_path, "kubernetes", RENDER)
+    assert out["mapped"] == ["arguments"]
+    entry = ["python", "-m", "auditor.deploy.pod_main"]
+    run = ["--audit-run", "repro_nightly_audit/manual__1", "--ref", "models:/m/1"]
+    assert out["rendered"] == {
+        "scheduled": [*entry, "--date", "2026-03-01", *run],
+        "date param": [*entry, "--date", "2026-01-02", *run],
+        "no logical date": [*entry, "--date", "2026-03-04", *run],
+    }

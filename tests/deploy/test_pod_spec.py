@@ -13,7 +13,7 @@ import os
 import pytest
 
 from auditor.deploy import DATE_TEMPLATE, rebuild_backend
-from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments, render_pod
+from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments, pod_command, render_pod
 from auditor.errors import BadInput
 
 DIGEST = "sha256:" + "ab" * 32
@@ -95,8 +95,12 @@ def test_the_rebuild_pod_holds_no_secret_only_references_to_one():
 
 
 def test_the_arguments_carry_the_model_and_airflows_date_and_run_templates():
-    # the date is the Celery tasks' rule as a template (tests/unit/test_audit_date.py renders both)
-    assert pod_arguments(REF) == ["--ref", REF, "--date", DATE_TEMPLATE, "--audit-run", "{{ dag.dag_id }}/{{ run_id }}"]
+    # the date is the Celery tasks' rule as a template (tests/unit/test_audit_date.py renders both); the
+    # templates ride in the command, a field of the operator's partial, which Airflow renders; the mapped
+    # arguments come from an upstream XCom, which Airflow never renders, so they hold the ref alone
+    assert pod_command() == ["python", "-m", "auditor.deploy.pod_main", "--date", DATE_TEMPLATE,
+                             "--audit-run", "{{ dag.dag_id }}/{{ run_id }}"]
+    assert pod_arguments(REF) == ["--ref", REF]
     assert "params.get('date')" in DATE_TEMPLATE and "ds" in DATE_TEMPLATE
 
 
@@ -107,14 +111,15 @@ def test_kubernetes_pod_operator_builds_the_same_locked_down_gpu_pod():
 
     settings = PodSettings.from_env(ENV)
     operator = pod_module.KubernetesPodOperator(
-        task_id="audit", arguments=pod_arguments(REF, date="2026-03-02", audit_run="repro_nightly_audit/run-1"),
-        **operator_kwargs(settings))
+        task_id="audit", arguments=pod_arguments(REF),
+        **operator_kwargs(settings, date="2026-03-02", audit_run="repro_nightly_audit/run-1"))
     built = ApiClient().sanitize_for_serialization(operator.build_pod_request_obj(dry_run=True))
     expected = render_pod(REF, settings, date="2026-03-02", audit_run="repro_nightly_audit/run-1")
     container = _container(built)
     assert container["image"] == IMAGE
     assert container["args"] == _container(expected)["args"]
-    assert container["command"] == ["python", "-m", "auditor.deploy.pod_main"]
+    assert container["command"] == _container(expected)["command"] == [
+        "python", "-m", "auditor.deploy.pod_main", "--date", "2026-03-02", "--audit-run", "repro_nightly_audit/run-1"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert container["securityContext"] == _container(expected)["securityContext"]
     assert built["spec"]["securityContext"] == expected["spec"]["securityContext"]

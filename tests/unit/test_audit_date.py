@@ -14,7 +14,7 @@ import jinja2.sandbox
 import pytest
 
 from auditor.deploy import DATE_TEMPLATE, audit_date
-from auditor.deploy.kubernetes import pod_arguments
+from auditor.deploy.kubernetes import pod_command
 
 RUN = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
 CASES = {
@@ -37,5 +37,5 @@ def test_the_function_and_the_pods_template_give_the_same_date(context, expected
 
 
 def test_the_pod_is_given_that_template():
-    arguments = pod_arguments("models:/m/1")
-    assert arguments[arguments.index("--date") + 1] == DATE_TEMPLATE
+    command = pod_command()
+    assert command[command.index("--date") + 1] == DATE_TEMPLATE

@@ -1,7 +1,8 @@
 """Every way the CLI and the pod entry point can end goes through ``auditor.errors``' one exit-code table.
 
 A crash of ours (an exception that is not a ``ReproError``) is exit 3, "the machinery failed", never
-exit 1, which a scheduler reads as "not reproduced"; a malformed setting read by the pod is exit 2.
+exit 1, which a scheduler reads as "not reproduced", with its traceback on stderr for the bug report;
+a malformed setting read by the pod is exit 2, and so is a date that is not YYYY-MM-DD.
 These run in process, with the failing step replaced (the point is the mapping, not the failure).
 """
 
@@ -26,7 +27,7 @@ def _crash(*_args, **_kwargs):
     raise KeyError("boom")
 
 
-def test_an_unexpected_exception_in_a_command_is_exit_3_named_by_its_type_without_a_traceback(monkeypatch, capsys):
+def test_an_unexpected_exception_in_a_command_is_exit_3_named_by_its_type(monkeypatch, capsys):
     from auditor import pipeline
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "memory://exit-paths")
@@ -34,7 +35,8 @@ def test_an_unexpected_exception_in_a_command_is_exit_3_named_by_its_type_withou
     monkeypatch.setattr(pipeline, "audit", _crash)
     code, out, err = _exit(["audit", "models:/any/1"], capsys)
     assert code == errors.exit_code(KeyError("boom")) == 3
-    assert "unexpected KeyError" in err and "Traceback" not in err + out
+    # the traceback a bug report needs, then the one line that names it (stdout stays clean)
+    assert "Traceback" in err and err.strip().splitlines()[-1] == "error: unexpected KeyError: 'boom'" and out == ""
 
 
 def test_under_json_an_unexpected_exception_is_a_json_error_with_the_same_code(monkeypatch, capsys):
@@ -83,6 +85,9 @@ def test_the_pod_exits_2_for_a_malformed_setting_and_3_for_a_crash(monkeypatch, 
         monkeypatch.setattr(pipeline, "audit_and_publish", _crash)
         assert pod_main.main(argv) == 3
         assert "unexpected KeyError" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as bad_date:  # an unrendered template never becomes an audit id
+            pod_main.main(["--ref", "models:/any/1", "--date", "{{ ds }}", "--audit-run", "r/1"])
+        assert bad_date.value.code == 2 and "not a date" in capsys.readouterr().err
     finally:
         get_settings.cache_clear()
 
