@@ -42,12 +42,12 @@ def repro_audit_registered_version() -> None:
     def audit(publish_error: bool = True, **context) -> dict:
         """Audit and publish the newly registered version (the ``verdict`` task after it judges the verdict)."""
         from auditor import pipeline
+        from auditor.deploy import audit_date
         from auditor.deploy.airflow import registered_version, remember_settings, task_settings
 
         settings = remember_settings(context, task_settings())
-        date = (context.get("ds") or context["dag_run"].run_after.date().isoformat())
         return pipeline.audit_and_publish(
-            registered_version(context), date=date, audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
+            registered_version(context), date=audit_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
             settings=settings, publish_error=publish_error,
         )
 

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 
+from auditor.errors import BadInput
 from auditor.settings import REPORTS, REQUIRE_OBJECT_LOCK
 
 
@@ -49,6 +50,11 @@ def buckets(names: list[str], locked: set[str]) -> None:
 
 
 def main() -> int:
+    try:  # a malformed setting stops the init before anything is created, naming the variable
+        REQUIRE_OBJECT_LOCK.get(), REPORTS.get()
+    except BadInput as exc:
+        print(f"repro-init: {exc}", file=sys.stderr)
+        return 2
     migrate()
     gpu_pool(int(os.environ.get("REPRO_GPU_POOL_SLOTS") or 1))
     names = (os.environ.get("REPRO_BUCKETS") or "").split()

@@ -367,7 +367,10 @@ def training_asset():
     try:
         return Asset(uri)
     except (TypeError, ValueError) as exc:
-        log.warning("%s=%r is not an Asset URI Airflow accepts (%s); using the default %r", TRAINING_ASSET.name, uri, exc, TRAINING_ASSET.default)
+        from auditor.lineage.redact import redact_text  # only on this path: parsing a DAG file stays light
+
+        log.warning("%s is not an Asset URI Airflow accepts (%s); using the default %r", TRAINING_ASSET.name,
+                    redact_text(f"{uri!r}: {exc}"), TRAINING_ASSET.default)
         return Asset(TRAINING_ASSET.default)
 
 
