@@ -24,8 +24,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from auditor.deploy.dates import DATE_TEMPLATE as DATE_TEMPLATE  # re-exported for the DAG files
-from auditor.deploy.dates import audit_date as audit_date
+from auditor.deploy.context import DATE_TEMPLATE as DATE_TEMPLATE  # re-exported for the DAG files
+from auditor.deploy.context import audit_date as audit_date
 from auditor.errors import BadInput
 from auditor.settings import REBUILD_BACKEND, REBUILD_TIMEOUT_S, KubernetesSettings, Settings, get_settings
 

@@ -37,6 +37,7 @@ from airflow.sdk import AssetAlias, BaseOperatorLink
 from airflow.sdk.bases.decorator import task_decorator_factory
 from airflow.sdk.exceptions import AirflowFailException
 
+from auditor.deploy.context import is_last_try
 from auditor.errors import task_outcome
 from auditor.settings import MLFLOW_CONN_ID, NOTIFY_EMAIL, S3_CONN_ID, SMTP_CONN_ID, TRACKING_URI, Settings
 
@@ -219,7 +220,7 @@ class AuditOperator(_PythonDecoratedOperator):
 
     def execute(self, context):
         ti = context["ti"]
-        last_try = ti.try_number > (self.retries or 0)
+        last_try = is_last_try(ti.try_number, self.retries)
         self.op_kwargs = {**self.op_kwargs, "publish_error": last_try}
         self.tracking_uri = None
         self.audit_row = None

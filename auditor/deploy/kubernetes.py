@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.deploy.dates import DATE_TEMPLATE
+from auditor.deploy.context import DATE_TEMPLATE, LAST_TRY_TEMPLATE
 from auditor.errors import BadInput
 from auditor.settings import HOME, IMAGE, IMAGE_DIGEST, K8S_IMAGE, RUNNER, KubernetesSettings, Settings, get_settings
 
@@ -44,7 +44,7 @@ UID = 10001  # the trainer image's non-root user (docker/Dockerfile)
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 APP_LABELS = {"app.kubernetes.io/name": "repro-audit", "app.kubernetes.io/component": "rebuild"}
 
-# Templated by Airflow when the operator renders ``cmds``: the audit date (auditor.deploy.dates) and the run.
+# Templated by Airflow when the operator renders ``cmds``: the audit date (auditor.deploy.context) and the run.
 AUDIT_RUN_TEMPLATE = "{{ dag.dag_id }}/{{ run_id }}"
 POD_ENTRY_POINT = ("python", "-m", "auditor.deploy.pod_main")
 
@@ -112,13 +112,14 @@ class PodSettings:
         return cls.from_settings(settings)
 
 
-def pod_command(*, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE) -> list[str]:
-    """The container's command: the entry point with the run's date and id (Airflow fills the templates).
+def pod_command(*, date: str = DATE_TEMPLATE, audit_run: str = AUDIT_RUN_TEMPLATE, last_try: str = LAST_TRY_TEMPLATE) -> list[str]:
+    """The container's command: the entry point with the run's date, id and whether this try is the last
+    (Airflow fills the templates; an ERROR is published on the last try only, as on the Celery route).
 
     Not in ``arguments``: the nightly maps those over the sample, and Airflow leaves a value that
     comes from an upstream XCom unrendered, so a template there would reach the pod as ``{{ … }}``.
     """
-    return [*POD_ENTRY_POINT, "--date", date, "--audit-run", audit_run]
+    return [*POD_ENTRY_POINT, "--date", date, "--audit-run", audit_run, "--last-try", last_try]
 
 
 def pod_arguments(model_ref: str) -> list[str]:

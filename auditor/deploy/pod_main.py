@@ -1,8 +1,9 @@
 """The rebuild pod's entry point: one ``pipeline.audit_and_publish`` call, as the Celery task makes.
 
 Exit status is what ``KubernetesPodOperator`` turns into task success or failure:
-0 when the audit reached a verdict (any verdict, ERROR included: a model-level
-failure is a finding, not a reason to retry); otherwise the code the one table in
+0 when the audit reached a published verdict (the ``verdict`` task after it judges it); an
+ERROR on a try with retries left (``--last-try false``) is not published but exit 3, so that
+Airflow's retry audits afresh, as on the Celery route; otherwise the code the one table in
 ``auditor.errors`` gives the exception: 3 when publishing itself failed (``InfrastructureError``)
 or the entry point crashed, so Airflow retries the pod (publishing is idempotent); 2 for a
 malformed setting or argument (an unrendered date template included): Airflow's retries cannot
@@ -34,14 +35,23 @@ def _iso_date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
+def _flag(text: str) -> bool:
+    """``true`` or ``false`` (what ``LAST_TRY_TEMPLATE`` renders to); anything else is a usage error, exit 2."""
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return text == "true"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Audit and publish one model version; returns the process exit status."""
     parser = argparse.ArgumentParser(prog="python -m auditor.deploy.pod_main", description=__doc__.splitlines()[0])
     parser.add_argument("--ref", required=True, help="models:/NAME/VERSION or models:/NAME@ALIAS")
     parser.add_argument("--date", required=True, type=_iso_date,
-                        help="the audit date, YYYY-MM-DD (auditor.deploy.dates: the date param, else the logical date)")
+                        help="the audit date, YYYY-MM-DD (auditor.deploy.context: the date param, else the logical date)")
     parser.add_argument("--audit-run", required=True, help="the Airflow DAG run that asked for the audit")
     parser.add_argument("--reruns", type=int, default=1)
+    parser.add_argument("--last-try", type=_flag, default=True,
+                        help="true: publish an ERROR verdict; false (retries left): exit 3 for Airflow's retry instead")
     args = parser.parse_args(argv)
 
     from auditor import pipeline
@@ -50,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = get_settings()  # resolved once, here, and passed down
         result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
-                                            reruns=args.reruns, settings=settings)
+                                            reruns=args.reruns, settings=settings, publish_error=args.last_try)
     except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
         if not isinstance(exc, ReproError):  # a bug of ours: the pod's log is the only record of its traceback
             traceback.print_exc(file=sys.stderr)

@@ -128,8 +128,8 @@ def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_
 def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):
     assert parsed["heavy"] == []
     # Only settings (and what it needs) of the auditor is loaded while parsing: the pipeline waits for the task
-    # (auditor.deploy.dates, the audit-date rule, imports nothing).
-    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors", "auditor.deploy", "auditor.deploy.dates", "auditor.deploy.airflow"}
+    # (auditor.deploy.context, the audit-date rule, imports nothing).
+    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors", "auditor.deploy", "auditor.deploy.context", "auditor.deploy.airflow"}
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))

@@ -52,25 +52,31 @@ from airflow.dag_processing.dagbag import DagBag
 dag = DagBag("dags").dags["repro_nightly_audit"]
 task = dag.get_task("audit")
 run = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
-out = {"mapped": sorted(task.expand_input.value), "rendered": {}}
-for case, extra in {"scheduled": {"ds": "2026-03-01", "params": dag.params},
-                    "date param": {"ds": "2026-03-01", "params": {"date": "2026-01-02"}},
-                    "no logical date": {"params": dag.params}}.items():
+cases = {"scheduled": ({"ds": "2026-03-01", "params": dag.params}, 1),
+         "date param": ({"ds": "2026-03-01", "params": {"date": "2026-01-02"}}, 1),
+         "no logical date": ({"params": dag.params}, 1),
+         "last try": ({"ds": "2026-03-01", "params": dag.params}, 3)}
+out = {"mapped": sorted(task.expand_input.value), "retries": task.partial_kwargs["retries"], "rendered": {}}
+for case, (extra, try_number) in cases.items():
     op = task.unmap({"arguments": ["--ref", "models:/m/1"]})
-    op.render_template_fields({"dag": dag, "run_id": "manual__1", "dag_run": run, **extra})
+    context = {"dag": dag, "run_id": "manual__1", "dag_run": run, "ti": SimpleNamespace(try_number=try_number), "task": op}
+    op.render_template_fields({**context, **extra})
     out["rendered"][case] = op.cmds + op.arguments
 print(json.dumps(out))
 """
 
 
-def test_the_pods_date_and_run_are_rendered_by_airflow_for_every_kind_of_run(tmp_path):
+def test_the_pods_date_run_and_last_try_are_rendered_by_airflow_for_every_kind_of_run(tmp_path):
     """The templates ride in the partial's cmds: a template in the mapped arguments would reach the pod as text."""
     out = _probe(tmp_path, "kubernetes", RENDER)
     assert out["mapped"] == ["arguments"]
+    assert out["retries"] == 2  # so try 3 is the last: only it publishes an ERROR, as on the Celery route
     entry = ["python", "-m", "auditor.deploy.pod_main"]
-    run = ["--audit-run", "repro_nightly_audit/manual__1", "--ref", "models:/m/1"]
+    run = ["--audit-run", "repro_nightly_audit/manual__1"]
+    ref = ["--ref", "models:/m/1"]
     assert out["rendered"] == {
-        "scheduled": [*entry, "--date", "2026-03-01", *run],
-        "date param": [*entry, "--date", "2026-01-02", *run],
-        "no logical date": [*entry, "--date", "2026-03-04", *run],
+        "scheduled": [*entry, "--date", "2026-03-01", *run, "--last-try", "false", *ref],
+        "date param": [*entry, "--date", "2026-01-02", *run, "--last-try", "false", *ref],
+        "no logical date": [*entry, "--date", "2026-03-04", *run, "--last-try", "false", *ref],
+        "last try": [*entry, "--date", "2026-03-01", *run, "--last-try", "true", *ref],
     }

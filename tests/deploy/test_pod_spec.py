@@ -13,6 +13,7 @@ import os
 import pytest
 
 from auditor.deploy import DATE_TEMPLATE, rebuild_backend
+from auditor.deploy.context import LAST_TRY_TEMPLATE
 from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments, pod_command, render_pod
 from auditor.errors import BadInput
 
@@ -99,7 +100,7 @@ def test_the_arguments_carry_the_model_and_airflows_date_and_run_templates():
     # templates ride in the command, a field of the operator's partial, which Airflow renders; the mapped
     # arguments come from an upstream XCom, which Airflow never renders, so they hold the ref alone
     assert pod_command() == ["python", "-m", "auditor.deploy.pod_main", "--date", DATE_TEMPLATE,
-                             "--audit-run", "{{ dag.dag_id }}/{{ run_id }}"]
+                             "--audit-run", "{{ dag.dag_id }}/{{ run_id }}", "--last-try", LAST_TRY_TEMPLATE]
     assert pod_arguments(REF) == ["--ref", REF]
     assert "params.get('date')" in DATE_TEMPLATE and "ds" in DATE_TEMPLATE
 
@@ -119,7 +120,8 @@ def test_kubernetes_pod_operator_builds_the_same_locked_down_gpu_pod():
     assert container["image"] == IMAGE
     assert container["args"] == _container(expected)["args"]
     assert container["command"] == _container(expected)["command"] == [
-        "python", "-m", "auditor.deploy.pod_main", "--date", "2026-03-02", "--audit-run", "repro_nightly_audit/run-1"]
+        "python", "-m", "auditor.deploy.pod_main", "--date", "2026-03-02", "--audit-run", "repro_nightly_audit/run-1",
+        "--last-try", LAST_TRY_TEMPLATE]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert container["securityContext"] == _container(expected)["securityContext"]
     assert built["spec"]["securityContext"] == expected["spec"]["securityContext"]

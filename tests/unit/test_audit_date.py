@@ -1,4 +1,4 @@
-"""One rule for a DAG run's audit date: the Celery tasks' function and the pod's template agree.
+"""One rule for a run's audit date and one for its last try: the Celery tasks' functions and the pod's templates agree.
 
 The template is rendered as Airflow renders a templated field (a sandboxed Jinja environment with
 ``StrictUndefined``, Airflow's default ``template_undefined``), for each case the function handles.
@@ -14,6 +14,7 @@ import jinja2.sandbox
 import pytest
 
 from auditor.deploy import DATE_TEMPLATE, audit_date
+from auditor.deploy.context import LAST_TRY_TEMPLATE, is_last_try
 from auditor.deploy.kubernetes import pod_command
 
 RUN = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
@@ -39,3 +40,15 @@ def test_the_function_and_the_pods_template_give_the_same_date(context, expected
 def test_the_pod_is_given_that_template():
     command = pod_command()
     assert command[command.index("--date") + 1] == DATE_TEMPLATE
+
+
+@pytest.mark.parametrize(("try_number", "retries", "last"), [(1, 2, False), (2, 2, False), (3, 2, True), (1, 0, True), (1, None, True)])
+def test_the_last_try_rule_and_its_template_agree(try_number, retries, last):
+    assert is_last_try(try_number, retries) is last
+    context = {"ti": SimpleNamespace(try_number=try_number), "task": SimpleNamespace(retries=retries)}
+    assert _render(LAST_TRY_TEMPLATE, context) == ("true" if last else "false")
+
+
+def test_the_pod_is_told_whether_its_try_is_the_last():
+    command = pod_command()
+    assert command[command.index("--last-try") + 1] == LAST_TRY_TEMPLATE

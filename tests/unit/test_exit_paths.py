@@ -100,3 +100,24 @@ def test_durations_out_of_range_are_refused_naming_the_variable(name, value):
 
     with pytest.raises(BadInput, match=name):
         Settings.from_env({name: value})
+
+
+def test_the_pod_publishes_an_error_on_its_last_try_only(monkeypatch):
+    """``--last-try false`` (retries left) asks the pipeline not to publish an ERROR, as the Celery task does."""
+    from auditor import pipeline
+    from auditor.deploy import pod_main
+
+    seen = []
+
+    def audit_and_publish(ref, **kwargs):
+        seen.append(kwargs["publish_error"])
+        return {"ref": ref, "verdict": "REPRODUCED_BITWISE", "report": None, "error": None, "skipped": False}
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "memory://exit-paths")
+    monkeypatch.setattr(pipeline, "audit_and_publish", audit_and_publish)
+    argv = ["--ref", "models:/any/1", "--date", "2026-03-02", "--audit-run", "r/1"]
+    codes = [pod_main.main(argv), pod_main.main([*argv, "--last-try", "false"]), pod_main.main([*argv, "--last-try", "true"])]
+    assert codes == [0, 0, 0] and seen == [True, False, True]
+    with pytest.raises(SystemExit) as bad:
+        pod_main.main([*argv, "--last-try", "{{ unrendered }}"])
+    assert bad.value.code == 2
