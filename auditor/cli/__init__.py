@@ -133,5 +133,5 @@ def _run(argv: list[str] | None, as_json: bool) -> None:
             from auditor.cli.output import emit_error_json
 
             emit_error_json(message, exit_code(exc), getattr(exc, "hint", None))
-        _fail(str(exc) if isinstance(exc, ReproError) else describe(exc), exit_code(exc))
+        _fail(describe(exc), exit_code(exc))
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -18,6 +18,7 @@ def demo_cmd(
 ) -> None:
     """Train and register versions that show every verdict, calibrate, run the nightly DAG, print the index path."""
     from auditor.demo import run_demo, signing_key_path
+    from auditor.report.attest import public_key_path
     from auditor.settings import tracking_uri_under
 
     out = console()
@@ -28,7 +29,7 @@ def demo_cmd(
 
     index = run_demo(root, reports, progress=progress)
     out.print(f"\nreports: {index.resolve()}  ({time.monotonic() - started:.0f}s)")
-    key = signing_key_path(root).with_suffix(".pem.pub").resolve()
+    key = public_key_path(signing_key_path(root)).resolve()
     tracking = tracking_uri_under(root.resolve())
     out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
               markup=False, soft_wrap=True)

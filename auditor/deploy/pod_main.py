@@ -22,7 +22,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from auditor.errors import EXIT_OK, Meaning, ReproError, describe, exit_code, meaning_of
+from auditor.errors import EXIT_OK, TASK_OUTCOMES, ReproError, describe, exit_code
 
 XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
 
@@ -64,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
         if not isinstance(exc, ReproError):  # a bug of ours: the pod's log is the only record of its traceback
             traceback.print_exc(file=sys.stderr)
-        then = "the task will retry" if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH) else "fix the input"
+        code = exit_code(exc)
+        then = "the task will retry" if TASK_OUTCOMES.get(code) == "retry" else "fix the input"
         print(f"the audit could not be published, {then}: {describe(exc)}", file=sys.stderr)
-        return exit_code(exc)
+        return code
     text = json.dumps(result, sort_keys=True, default=str)
     if XCOM_DIR.is_dir():
         (XCOM_DIR / "return.json").write_text(text)

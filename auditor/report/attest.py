@@ -115,9 +115,14 @@ def generate_key(private_path: Path) -> tuple[Path, str]:
     private_path.touch(mode=0o600)
     private_path.write_bytes(pem)
     public = private.public_key()
-    public_path = private_path.with_name(private_path.name + ".pub")
+    public_path = public_key_path(private_path)
     public_path.write_bytes(public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return public_path, SSlibKey.from_crypto(public).keyid
+
+
+def public_key_path(private_path: Path) -> Path:
+    """Where ``generate_key`` writes the public key of ``private_path``: beside it, ``.pub`` appended."""
+    return private_path.with_name(private_path.name + ".pub")
 
 
 def _hex(digest: str) -> str:
