@@ -222,7 +222,7 @@ def _variable_ignored(name: str, captured: frozenset[str]) -> bool:
 
 def _captured_variables() -> frozenset[str]:
     """Contract variables, settings and what ``environment.variables`` captures: pinned elsewhere."""
-    from auditor.lineage.gather import ENV_ALLOWLIST
+    from auditor.lineage.gather.host import ENV_ALLOWLIST
 
     names = {value for name, value in vars(contract).items() if name.startswith("ENV_") and isinstance(value, str)}
     names |= {setting.name for setting in _settings.SETTINGS}
@@ -406,17 +406,16 @@ class Tracer:
         missing = {rel: p for rel, p in self._repo_reads.items() if not os.path.exists(p) and not is_own_relpath(rel)}
         if not candidates and not missing:
             return []
-        import subprocess
+        from auditor import git
 
         try:
-            result = subprocess.run(
-                ["git", "check-ignore", "--stdin", "-z"],
-                cwd=self.repo_top, input="\0".join(candidates).encode("utf-8", "surrogateescape"),
-                capture_output=True, check=False, env={**os.environ, "LC_ALL": "C"},
+            result = git.run(
+                ["check-ignore", "--stdin", "-z"], self.repo_top,
+                input="\0".join(candidates).encode("utf-8", "surrogateescape"), text=False, ok=None,
             )
-        except OSError:
+        except git.GitFailed:
             return sorted(candidates.items())  # no git: nothing in the tree is known to be pinned
-        ignored = {p for p in result.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
+        ignored = {p for p in bytes(result.stdout).decode("utf-8", "surrogateescape").split("\0") if p}
         if result.returncode not in (0, 1):
             ignored = set(candidates)
         # a file read that no longer exists cannot have been pinned either

@@ -14,11 +14,11 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from auditor import git
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import redact_text, restore_committed_lines
@@ -35,14 +35,11 @@ class Workspace:
     data_dirs: dict[str, Path]
 
 
-def _git(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-    )
+def _git(args: list[str], cwd: Path | None = None) -> git.Result:
+    """One git call (``auditor.git``), whatever its exit status; a git that cannot be started raises ``GitFailed``."""
+    result = git.run(args, cwd, ok=None)
     # git echoes URLs (credentials included) in its errors, which end up in reports
-    result.stderr = redact_text(result.stderr)
-    return result
+    return git.Result(returncode=result.returncode, stdout=result.stdout, stderr=redact_text(result.stderr))
 
 
 def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
