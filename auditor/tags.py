@@ -1,6 +1,6 @@
 """Every MLflow tag, param and artifact name the project reads or writes, and the run-artifact layout. Pure.
 
-The SDK writes these names at training time, the registry readers and the pipeline read and write
+The SDK writes these names at training time, the registry readers and the steps read and write
 them at audit time, the sampler reads them to choose tonight's audits. Nothing else spells them.
 
 Run artifacts (one writer, :func:`run_artifacts`, used by the MLflow SDK path, the in-memory twin

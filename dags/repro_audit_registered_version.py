@@ -3,7 +3,7 @@
 Scheduled on the training DAG's asset (``REPRO_TRAINING_ASSET``, default
 ``mlflow://models``): the training DAG declares it as an outlet and names the version
 it registered in the event's extra, ``{"model_uri": "models:/NAME/VERSION"}``. One
-task, one call into ``auditor.pipeline.audit_and_publish`` (what ``repro-audit audit``
+task, one call into the audit door (``auditor.deploy.airflow.audit_version`` (what ``repro-audit audit``
 runs), then the ``verdict`` task whose state is the verdict, as in the nightly audit. Parsing reads only
 settings through reads that cannot fail; the task resolves the rest when it runs.
 """
@@ -41,15 +41,9 @@ def repro_audit_registered_version() -> None:
     @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
     def audit(publish_error: bool = True, **context) -> dict:
         """Audit and publish the newly registered version (the ``verdict`` task after it judges the verdict)."""
-        from auditor import pipeline
-        from auditor.deploy import audit_date
-        from auditor.deploy.airflow import registered_version, remember_settings, task_settings
+        from auditor.deploy.airflow import audit_version, registered_version
 
-        settings = remember_settings(context, task_settings())
-        return pipeline.audit_and_publish(
-            registered_version(context), date=audit_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
-            settings=settings, publish_error=publish_error,
-        )
+        return audit_version(registered_version(context), context, publish_error=publish_error)
 
     verdict_task()(audit())
 

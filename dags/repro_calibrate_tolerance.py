@@ -1,7 +1,7 @@
 """repro_calibrate_tolerance: rerun one model's training to measure, and store, its tolerance band.
 
 Triggered by hand with params ``model_uri`` and ``reruns``; the runner comes from
-``REPRO_RUNNER``. One task, one call into ``auditor.pipeline.calibrate`` (what
+``REPRO_RUNNER``. One task, one call into ``Session.calibrate`` (``auditor.steps``) (what
 ``repro-audit calibrate`` runs), which stores the band where later audits read it.
 Parsing reads only the retry delay, through a read that cannot fail; the task resolves
 the settings when it runs.
@@ -39,13 +39,10 @@ def repro_calibrate_tolerance() -> None:
     @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False, on_failure_callback=failure_notifiers("task"))
     def calibrate(**context) -> dict:
         """Calibrate and store the bands; XCom gets each metric's [lower, upper], not the runs behind them."""
-        from auditor import pipeline
-        from auditor.deploy.airflow import task_settings
+        from auditor.deploy.airflow import task_session
 
-        settings = task_settings()
         params = context["params"]
-        bands = pipeline.calibrate(params["model_uri"], reruns=int(params["reruns"]), runner=settings.runner,
-                                   settings=settings)
+        bands = task_session(context).calibrate(params["model_uri"], reruns=int(params["reruns"]))
         return {"model_uri": params["model_uri"], "bands": {m: [b.lower, b.upper] for m, b in bands.items()}}
 
     calibrate()

@@ -1,7 +1,7 @@
 """repro_nightly_audit: sample tonight's models, audit each in isolation, publish the summary and index.
 
-Thin on purpose: each task is one call into ``auditor.pipeline`` (the same step
-functions ``repro-audit nightly`` runs), imported inside the task so parsing this
+Thin on purpose: each task is one call into an audit session (``auditor.steps``, the same
+steps ``repro-audit nightly`` runs), imported inside the task so parsing this
 file loads neither torch, mlflow nor boto3. Tasks are keyed on the model version
 and the logical date, and pass refs and report URIs through XCom, never payloads.
 
@@ -48,16 +48,12 @@ def make_audit_task() -> Any:
                 execution_timeout=audit_timeout())
     def audit(pick: dict, publish_error: bool = True, **context) -> dict:
         """Audit and publish one model; the ``verdict`` task after it turns the verdict into a state."""
-        from auditor import pipeline
-        from auditor.deploy.airflow import remember_settings, task_settings
+        from auditor.deploy.airflow import audit_version, task_settings
 
-        settings = remember_settings(context, task_settings())
+        settings = task_settings()
         check_route("celery", settings)  # a kubernetes configuration the DAG file could not render fails here
         get_current_context()["model_ref"] = pick["ref"]  # names the mapped instance in the UI
-        return pipeline.audit_and_publish(
-            pick["ref"], date=audit_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
-            settings=settings, publish_error=publish_error,
-        )
+        return audit_version(pick["ref"], context, publish_error=publish_error, settings=settings)
 
     return audit
 
@@ -65,7 +61,7 @@ def make_audit_task() -> Any:
 def audit_each(picks: Any) -> Any:
     """The per-model audit mapped over the sample, by the configured route (``REPRO_REBUILD_BACKEND``).
 
-    ``celery`` (default): a task in the GPU pool on the ``gpu`` queue, calling the pipeline in place.
+    ``celery`` (default): a task in the GPU pool on the ``gpu`` queue, calling the audit door in place.
     ``kubernetes``: one pod per model, spec from ``auditor.deploy.kubernetes`` (the provider is
     imported only when this route is configured). Chosen at parse time without raising: a
     configuration that cannot be rendered logs a warning and builds the celery route, whose task
@@ -111,21 +107,20 @@ def repro_nightly_audit() -> None:
         Returns the picks (Airflow maps only over a task's return value); the whole
         sample, with what was skipped and why, goes to XCom key ``sample`` for publish.
         """
-        from auditor import pipeline
-        from auditor.deploy.airflow import nightly_settings, task_settings
+        from auditor.deploy.airflow import nightly_settings, task_session, task_settings
 
         params = context["params"]
-        chosen = pipeline.sample(audit_date(context), settings=nightly_settings(params, task_settings()), models=params.get("models"))
+        session = task_session(context, nightly_settings(params, task_settings()))
+        chosen = session.sample(audit_date(context), models=params.get("models"))
         context["ti"].xcom_push(key="sample", value=chosen)
         return chosen["picks"]
 
     @task(trigger_rule="all_done", multiple_outputs=False)
     def publish(sample: dict, results: list[dict], **context) -> dict:
         """Write the run summary and refresh the index; a sampled model with no result is listed as an error."""
-        from auditor import pipeline
-        from auditor.deploy.airflow import task_settings
+        from auditor.deploy.airflow import task_session
 
-        return pipeline.publish_summary(audit_date(context), sample, list(results), settings=task_settings())
+        return task_session(context).publish_summary(audit_date(context), sample, list(results))
 
     picks = sample()
     results = audit_each(picks)

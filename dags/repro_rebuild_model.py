@@ -2,7 +2,7 @@
 
 Triggered by hand with params ``model_uri`` (``models:/NAME/VERSION`` or
 ``models:/NAME@ALIAS``), ``reruns`` and ``runner``. One task, one call into
-``auditor.pipeline.audit_and_publish`` (what ``repro-audit audit`` runs); the
+``auditor.deploy.airflow.audit_version`` (the one audit door (what ``repro-audit audit`` runs); the
 rebuilt artifact is kept with the report's evidence. Idempotent per model
 version and logical date: a second trigger for the same day publishes nothing new.
 Parsing reads only the retry delay, rebuild timeout, mail recipients and the runner
@@ -16,7 +16,6 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag
 
-from auditor.deploy import audit_date
 from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
 from auditor.settings import RUNNER
 
@@ -47,20 +46,11 @@ def repro_rebuild_model() -> None:
     @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
     def rebuild(publish_error: bool = True, **context) -> dict:
         """Rebuild, judge and publish; returns the verdict and the report's URI (the ``verdict`` task judges it)."""
-        from auditor import pipeline
-        from auditor.deploy.airflow import remember_settings, task_settings
+        from auditor.deploy.airflow import audit_version
 
-        settings = remember_settings(context, task_settings())
         params = context["params"]
-        return pipeline.audit_and_publish(
-            params["model_uri"],
-            date=audit_date(context),
-            audit_run=f"{context['dag'].dag_id}/{context['run_id']}",
-            runner=params["runner"],
-            reruns=int(params["reruns"]),
-            settings=settings,
-            publish_error=publish_error,
-        )
+        return audit_version(params["model_uri"], context, publish_error=publish_error, runner=params["runner"],
+                             reruns=int(params["reruns"]))
 
     verdict_task()(rebuild())
 

@@ -1,7 +1,7 @@
 """``repro-audit``: argument parsing, progress and exit codes; nothing else.
 
 Each verb lives in a small module that calls one function of the library
-(``auditor.pipeline`` and friends). Exceptions become exit codes here and only
+(an ``auditor.steps.Session`` each). Exceptions become exit codes here and only
 here, through the one table in ``auditor.errors`` (``exit_code``): 0 success or
 reproduced, 1 findings or not reproduced, 2 bad input or usage, 3 infrastructure error.
 

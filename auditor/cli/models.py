@@ -1,4 +1,4 @@
-"""``repro-audit rebuild|calibrate|audit|nightly``: one pipeline call each, with progress and ``--json``."""
+"""``repro-audit rebuild|calibrate|audit|nightly``: one call into the command's audit session each, with progress and ``--json``."""
 
 from __future__ import annotations
 
@@ -39,21 +39,30 @@ JSON_HELP = "print the result as JSON on stdout (errors too: {error, exit_code, 
 TRACKING_HELP = "MLflow tracking URI (default: MLFLOW_TRACKING_URI); a SQLite file must exist"
 
 
-def _settings(tracking_uri: str | None):
-    """The settings, with ``--tracking-uri`` in place of MLFLOW_TRACKING_URI when given."""
+def settings_with(**overrides: str | None):
+    """The settings, resolved once for this command, with the options given (``--tracking-uri``, ``--reports``)
+    in place of their environment variables."""
     import dataclasses
 
     from auditor.settings import get_settings
 
+    given = {name: value for name, value in overrides.items() if value}
     settings = get_settings()
-    return dataclasses.replace(settings, tracking_uri=tracking_uri) if tracking_uri else settings
+    return dataclasses.replace(settings, **given) if given else settings
+
+
+def open_session(**overrides: str | None):
+    """The command's one audit session (``auditor.steps.Session``), from ``settings_with(**overrides)``."""
+    from auditor.steps import Session
+
+    return Session(settings_with(**overrides))
 
 
 @contextmanager
 def _progress(enabled: bool):
-    """A spinner on a terminal whose text follows the pipeline's progress (silent under --json).
+    """A spinner on a terminal whose text follows the steps' progress (silent under --json).
 
-    When stderr is not a terminal the pipeline's own stage logs are the progress (timestamped lines
+    When stderr is not a terminal the steps' own stage logs are the progress (timestamped lines
     on stderr, see ``auditor.cli.output.install_logging``), so the spinner stays off.
     """
     from auditor.cli.output import stderr_is_terminal
@@ -76,11 +85,9 @@ def rebuild_cmd(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Rebuild a registered version from its recorded inputs (on-demand rebuild of a historical model)."""
-    from auditor import pipeline
-
-    settings = _settings(tracking_uri)
+    session = open_session(tracking_uri=tracking_uri)
     with _progress(not json_out) as progress:
-        result = pipeline.rebuild(model_ref, runner=_runner(runner, settings), out_dir=out, settings=settings, progress=progress)
+        result = session.rebuild(model_ref, runner=_runner(runner, session.settings), out_dir=out, progress=progress)
     run = result.first
     summary = {
         "model": result.model_ref,
@@ -113,12 +120,10 @@ def calibrate_cmd(
     """Measure both noise floors (same-seed and seed-varied reruns); store them with the version."""
     from rich.table import Table
 
-    from auditor import pipeline
-
-    settings = _settings(tracking_uri)
+    session = open_session(tracking_uri=tracking_uri)
     with _progress(not json_out) as progress:
-        bands = pipeline.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
-                                   runner=_runner(runner, settings), settings=settings, progress=progress)
+        bands = session.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
+                                  runner=_runner(runner, session.settings), progress=progress)
     calibration = bands.calibration
     findings = calibration.findings() if calibration else []
     if json_out:
@@ -162,47 +167,37 @@ def audit_cmd(
     Publishing, it is the same step as the nightly DAG's audit task: the same report, ledger entry
     and registry tags, keyed on (version, date), so a second audit the same day publishes nothing new.
     """
-    from auditor import pipeline
-    from auditor.errors import ReproError, exit_code
+    from auditor.errors import exit_code
+    from auditor.steps import AuditOptions
 
-    settings = _settings(tracking_uri)
-    runner = _runner(runner, settings)
-    report = None
+    session = open_session(tracking_uri=tracking_uri)
+    options = AuditOptions(date=date, audit_run="cli", reruns=reruns, runner=_runner(runner, session.settings), publish=publish,
+                           segments=segments, budget=budget)
     with _progress(not json_out) as progress:
-        if segments is not None or budget is not None:  # segment replay of the checkpoint chain
-            chosen = {"segments": segments, "budget": budget, "runner": runner, "settings": settings, "progress": progress}
-            if publish:
-                published = pipeline.publish_segments(model_ref, date=date or dt.datetime.now(dt.UTC).date().isoformat(), audit_run="cli", **chosen)
-                result, report = published.result, published.row["report"]
-            else:
-                result = pipeline.audit_segments(model_ref, date=date, **chosen)
-        elif publish:
-            day = date or dt.datetime.now(dt.UTC).date().isoformat()
-            try:
-                published = pipeline.publish_audit(model_ref, date=day, audit_run="cli", runner=runner, reruns=reruns, settings=settings, progress=progress)
-            except ReproError as exc:
-                result = getattr(exc, "audit_result", None)
-                if result is None:
-                    raise
-                # the audit finished, publishing it failed: the verdict is printed, the publish error decides the exit
-                if not json_out:
-                    _print_audit(result, None)
-                    console().print("the report was NOT published (see the error below)", markup=False)
-                    raise
-                from auditor.cli.output import error
-
-                emit_json({"verdict": result.verdict.value, "report": None, "result": result.to_dict(),
-                           "error": _message(exc), "exit_code": exit_code(exc), "hint": exc.hint})
-                error(str(exc))
-                raise typer.Exit(exit_code(exc)) from None
-            result, report = published.result, published.row["report"]
-        else:
-            result = pipeline.audit(model_ref, runner=runner, reruns=reruns, date=date, settings=settings, progress=progress)
+        outcome = session.audit(model_ref, options, progress=progress)
+    result, failure = outcome.result, outcome.publish_failure
+    if failure is not None:  # the audit finished, publishing it failed: the verdict is printed, the publish error decides the exit
+        _publish_failed(result, failure, json_out)
     if json_out:
-        emit_json({"verdict": result.verdict.value, "report": report, "result": result.to_dict()})
+        emit_json({"verdict": result.verdict.value, "report": outcome.report, "result": result.to_dict()})
     else:
-        _print_audit(result, report)
+        _print_audit(result, outcome.report)
     raise typer.Exit(exit_code(result.verdict.value))
+
+
+def _publish_failed(result, failure, json_out: bool) -> None:
+    from auditor.errors import exit_code
+
+    if not json_out:
+        _print_audit(result, None)
+        console().print("the report was NOT published (see the error below)", markup=False)
+        raise failure
+    from auditor.cli.output import error
+
+    emit_json({"verdict": result.verdict.value, "report": None, "result": result.to_dict(),
+               "error": _message(failure), "exit_code": exit_code(failure), "hint": failure.hint})
+    error(str(failure))
+    raise typer.Exit(exit_code(failure)) from None
 
 
 def _message(exc) -> str:
@@ -257,15 +252,11 @@ def nightly_cmd(
 
     Exit 1 when the registry holds no model version (nothing to audit is not a success).
     """
-    from auditor import pipeline
-
     date = date or dt.datetime.now(dt.UTC).date().isoformat()
-    from auditor.cli.report import write_coverage
-
-    settings = _settings(tracking_uri)
+    session = open_session(tracking_uri=tracking_uri)
     with _progress(not json_out) as progress:
-        summary = pipeline.nightly(date, settings=settings, progress=progress)
-    _, coverage_page = write_coverage(settings)  # the night has the registry's listing: the coverage view too
+        summary = session.nightly(date, progress=progress)
+    _, coverage_page = session.coverage(write=True)  # the night has the registry's listing: the coverage view too
     summary = {**summary, "coverage": coverage_page}
     if json_out:
         emit_json(summary)

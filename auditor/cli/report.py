@@ -31,50 +31,16 @@ def pdf_cmd(
     json_out: bool = typer.Option(False, "--json", help="print {pdf, bytes} as JSON"),
 ) -> None:
     """Print a published report to a paginated PDF (headless Chromium), with page headers and numbers."""
+    from auditor.cli.models import settings_with
     from auditor.report.pdf import print_pdf, report_file
-    from auditor.settings import get_settings
 
     with tempfile.TemporaryDirectory(prefix="repro-report-") as scratch:
-        html = report_file(report, reports or get_settings().reports, Path(scratch))
+        html = report_file(report, settings_with(reports=reports).reports, Path(scratch))
         written = print_pdf(html, out)
     if json_out:
         emit_json({"pdf": str(written), "bytes": written.stat().st_size})
     else:
         console().print(f"{written} ({written.stat().st_size:,} bytes)", markup=False, highlight=False)
-
-
-def coverage_rows(settings, *, now: dt.datetime) -> tuple[list[dict], str]:
-    """The coverage rows for the settings' registry and reports store; and the store's URI."""
-    from auditor.registry import open_registry
-    from auditor.report import ledger
-    from auditor.report.index import coverage
-    from auditor.storage import open_store
-
-    registry = open_registry(settings.tracking_uri, settings.registry_uri, settings=settings)
-    versions = [
-        {"model": v.name, "version": str(v.version), "aliases": list(v.aliases), "tag_audit_at": v.last_audit_at,
-         "tag_verdict": v.last_verdict}
-        for v in registry.list_versions()
-    ]
-    store = open_store(settings.reports)
-    entries = ledger.entries(store)
-    return coverage(versions, entries, now=now, overdue_days=settings.overdue_days), store.uri
-
-
-def write_coverage(settings, *, now: dt.datetime | None = None) -> tuple[list[dict], str]:
-    """Publish ``coverage.html`` beside the index (and relink the index); returns the rows and the page's URI."""
-    from auditor.lineage.redact import redact_text
-    from auditor.report.index import write_coverage as write
-    from auditor.report.publish import refresh
-    from auditor.storage import open_store
-
-    now = now or dt.datetime.now(dt.UTC)
-    rows, location = coverage_rows(settings, now=now)
-    store = open_store(settings.reports)
-    key = write(store, rows, overdue_days=settings.overdue_days, as_of=now.strftime("%Y-%m-%d %H:%M UTC"),
-                registry=redact_text(settings.tracking_uri))
-    refresh(store)
-    return rows, f"{location.rstrip('/')}/{key}"
 
 
 @report_app.command("coverage")
@@ -85,21 +51,16 @@ def coverage_cmd(
     json_out: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
     """Every registered version, when it was last audited, and which are overdue or never audited."""
-    import dataclasses
+    from auditor.cli.models import open_session
 
-    from auditor.settings import get_settings
-
-    settings = get_settings()
-    settings = dataclasses.replace(settings, **{k: v for k, v in (("tracking_uri", tracking_uri), ("reports", reports)) if v})
-    now = dt.datetime.now(dt.UTC)
-    if write:
-        rows, page = write_coverage(settings, now=now)
-    else:
-        (rows, _), page = coverage_rows(settings, now=now), None
+    session = open_session(tracking_uri=tracking_uri, reports=reports)
+    rows, page = session.coverage(now=dt.datetime.now(dt.UTC), write=write)
+    page = page if write else None
+    overdue_days = session.settings.overdue_days
     if json_out:
-        emit_json({"overdue_days": settings.overdue_days, "page": page, "versions": rows})
+        emit_json({"overdue_days": overdue_days, "page": page, "versions": rows})
     else:
-        _print(rows, settings.overdue_days, page)
+        _print(rows, overdue_days, page)
 
 
 def _print(rows: list[dict], overdue_days: int, page: str | None) -> None:

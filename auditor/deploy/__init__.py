@@ -3,7 +3,7 @@
 Two routes run GPU work under Airflow (docker/README.md):
 
 ``celery``      the rebuild task runs on a Celery worker that listens on the ``gpu`` queue
-                (the compose stack); nothing to render, the task calls the pipeline in place;
+                (the compose stack); nothing to render, the task calls the audit door in place;
 ``kubernetes``  the rebuild task launches one pod per model through ``KubernetesPodOperator``,
                 its spec rendered by ``auditor.deploy.kubernetes``.
 

@@ -206,9 +206,9 @@ def _emit_report_event(context, row: Mapping[str, Any]) -> None:
 
 
 class AuditOperator(_PythonDecoratedOperator):
-    """A ``@task`` whose return value is an audit row (``pipeline.audit_and_publish``): the audit, not its verdict.
+    """A ``@task`` whose return value is an audit row (``auditor.deploy.airflow.audit_version``): the audit, not its verdict.
 
-    The decorated function calls the pipeline and returns its row; ``execute`` then records the row
+    The decorated function calls the one audit door and returns its row; ``execute`` then records the row
     (links, lineage), emits the report's asset event and returns the row, whatever the verdict: the
     ``verdict`` task after it turns the verdict into a state. The one exception is an ERROR that was
     not published (a try with retries left: the function gets ``publish_error=False``), raised so
@@ -338,7 +338,7 @@ def _published(report: str, settings: Settings) -> tuple[dict[str, str], list[st
 
 
 def audit_task(python_callable=None, **kwargs):
-    """``@task`` for an audit: the function returns ``pipeline.audit_and_publish``'s row (see ``AuditOperator``)."""
+    """``@task`` for an audit: the function returns ``auditor.deploy.airflow.audit_version``'s row (see ``AuditOperator``)."""
     kwargs.setdefault("multiple_outputs", False)
     kwargs.setdefault("outlets", [AssetAlias(REPORTS_ALIAS)])
     kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
@@ -351,6 +351,28 @@ def remember_settings(context: Mapping[str, Any], settings: Settings) -> Setting
     task.lineage_settings = settings
     task.tracking_uri = settings.tracking_uri
     return settings
+
+
+def task_session(context: Mapping[str, Any], settings: Settings | None = None) -> Any:
+    """The task's one audit session: its settings resolved once (Connections over the environment), kept on the operator."""
+    from auditor.steps import Session
+
+    return Session(remember_settings(context, settings or task_settings()))
+
+
+def audit_version(ref: str, context: Mapping[str, Any], *, publish_error: bool = True, runner: str | None = None,
+                  reruns: int = 1, settings: Settings | None = None) -> dict[str, Any]:
+    """What every auditing task runs: the one door (``Session.audit``) as an orchestrator calls it; returns its row.
+
+    Keyed on (version, audit date): a retry finishes the first try's publish. ``publish_error=False`` (retries
+    left) raises for an ERROR verdict instead of publishing it.
+    """
+    from auditor.deploy.context import audit_date
+    from auditor.steps import AuditOptions
+
+    options = AuditOptions(date=audit_date(context), audit_run=f"{context['dag'].dag_id}/{context['run_id']}", runner=runner,
+                           reruns=reruns, task=True, last_try=publish_error)
+    return task_session(context, settings).audit(ref, options).row
 
 
 # -- parse-time values and params ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The rebuild pod's entry point: one ``pipeline.audit_and_publish`` call, as the Celery task makes.
+"""The rebuild pod's entry point: one call through the audit door (``Session.audit``), as the Celery task makes.
 
 Exit status is what ``KubernetesPodOperator`` turns into task success or failure:
 0 when the audit reached a published verdict (the ``verdict`` task after it judges it); an
@@ -54,13 +54,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="true: publish an ERROR verdict; false (retries left): exit 3 for Airflow's retry instead")
     args = parser.parse_args(argv)
 
-    from auditor import pipeline
     from auditor.settings import get_settings
+    from auditor.steps import AuditOptions, Session
 
     try:
-        settings = get_settings()  # resolved once, here, and passed down
-        result = pipeline.audit_and_publish(args.ref, date=args.date, audit_run=args.audit_run, runner="process",
-                                            reruns=args.reruns, settings=settings, publish_error=args.last_try)
+        session = Session(get_settings())  # resolved once, here, and passed down
+        options = AuditOptions(date=args.date, audit_run=args.audit_run, runner="process", reruns=args.reruns,
+                               task=True, last_try=args.last_try)
+        result = session.audit(args.ref, options).row
     except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
         if not isinstance(exc, ReproError):  # a bug of ours: the pod's log is the only record of its traceback
             traceback.print_exc(file=sys.stderr)

@@ -29,7 +29,7 @@ def rerun_ids(calibration: Calibration) -> list[str]:
 
 
 def expected_bands(calibration: Calibration, registered: Mapping[str, Any]) -> dict[str, Band]:
-    """The bands ``calibration`` produces, exactly as ``pipeline.calibrate`` computed them."""
+    """The bands ``calibration`` produces, exactly as ``auditor.steps.calibrate`` computed them."""
     zero = set(calibration.zero_spread)
     reruns = {
         run_id: {k: v for k, v in run.metrics.items() if k not in zero}

@@ -1,6 +1,6 @@
 """The same-seed noise floor: how far two runs of the recorded recipe, under the recorded seed, land apart.
 
-Calibration runs two kinds of reruns of the recipe (``auditor.pipeline.calibrate``):
+Calibration runs two kinds of reruns of the recipe (``auditor.steps.calibrate``):
 
 - **same-seed reruns** measure *execution noise*. Either the recipe is bit-identical on this
   platform (every rerun's weights hash the same), or the reruns differ (GPU reductions, an unseeded

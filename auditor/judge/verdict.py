@@ -4,7 +4,7 @@ Tiers, weakest to strongest:
 
 - ``lineage``: the gate's findings on the record; a blocking one fails the tier.
 - ``artifact_recovery``: the registered weights still hash to the recorded sha256, every input could
-  be recovered, and (when the pipeline re-evaluated them) the registered weights reproduce the
+  be recovered, and (when the audit re-evaluated them) the registered weights reproduce the
   registered metrics to within float resolution.
 - ``statistical``: every banded metric of the rebuild lies inside its band (edges pass; NaN, ±inf,
   missing or non-numeric values never do), and, when the weights are not bit-identical, their
@@ -62,7 +62,7 @@ EVAL_REL_TOL = 1e-5
 
 
 class RecoveryCheck(BaseModel):
-    """What the pipeline found when it tried to recover the registered artifact and the inputs."""
+    """What the audit found when it tried to recover the registered artifact and the inputs."""
 
     model_config = ConfigDict(extra="forbid")
 

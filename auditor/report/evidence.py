@@ -19,7 +19,7 @@ from auditor import __version__
 from auditor.canonical import digest, pretty_json
 from auditor.errors import Findings, MalformedRecord
 from auditor.judge.result import AuditResult
-from auditor.settings import Settings, get_settings
+from auditor.settings import Settings
 
 KIND = "repro-audit/evidence"
 VERSION = 1
@@ -79,10 +79,9 @@ def _digests(audit: dict[str, Any]) -> dict[str, str]:
 
 
 def build_evidence(
-    result: AuditResult, *, settings: Settings | None = None, signing: dict[str, Any] | None = None
+    result: AuditResult, *, settings: Settings, signing: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The evidence document for ``result``, sealed with its own digest; ``signing`` names the key that will sign it."""
-    settings = settings or get_settings()
     audit = _finite(result.to_dict())
     audit["log_tail"] = redact(audit.get("log_tail")) or ""
     audit["error"] = redact(audit.get("error"))

@@ -30,7 +30,7 @@ from auditor.report.evidence import build_evidence, evidence_bytes, load_evidenc
 from auditor.report.index import write_index
 from auditor.report.lock import require_object_lock
 from auditor.report.render import render_report_bytes
-from auditor.settings import Settings, get_settings
+from auditor.settings import Settings
 from auditor.storage import BlobStore, open_store
 
 
@@ -127,13 +127,19 @@ def refresh(store: BlobStore) -> list[dict[str, Any]]:
     return ledger.rewrite(store, also=write_index)
 
 
-def publish(result: AuditResult, location: str | None = None, *, settings: Settings | None = None) -> Publication:
-    """Publish one audit to ``location`` (default: ``settings.reports``); a repeat is a no-op that says so."""
-    settings = settings or get_settings()
-    store = open_store(location or settings.reports)
+_FROM_SETTINGS: Any = object()
+
+
+def publish(result: AuditResult, location: str | BlobStore, *, settings: Settings, key: Any = _FROM_SETTINGS) -> Publication:
+    """Publish one audit to ``location`` (a store or its URI); a repeat is a no-op that says so.
+
+    ``key`` is the signing key an audit session opened once (None: unsigned); by default the settings' key.
+    """
+    store = open_store(location) if isinstance(location, str) else location
     if settings.require_object_lock:
         require_object_lock(store, settings.lock_retention_days)
-    key = signing_key(settings)
+    if key is _FROM_SETTINGS:
+        key = signing_key(settings)
     signing = {"keyid": key.keyid, "signer": key.signer_name} if key else None
     doc = build_evidence(result, settings=settings, signing=signing)
     stem = report_stem(result.model.name, result.model.version, result.audit_id)

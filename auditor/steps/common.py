@@ -1,0 +1,61 @@
+"""What every step shares: the progress callback, the clock, the lineage gate before a rebuild, drift."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from auditor.errors import LineageIncomplete
+
+if TYPE_CHECKING:
+    from auditor.judge.result import EnvDrift
+    from auditor.lineage.findings import Finding
+    from auditor.lineage.record import RunRecord
+    from auditor.rebuild.run import RunResult
+
+Progress = Callable[[str], None]
+
+
+def now() -> str:
+    """UTC now, ISO 8601 to the second with a ``Z``: the spelling of every timestamp the steps write."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def today() -> str:
+    """Today's date (UTC), the default audit id."""
+    return dt.datetime.now(dt.UTC).date().isoformat()
+
+
+def quiet(_: str) -> None:
+    """The progress callback that shows nothing (a DAG task, a pod, ``--json``)."""
+
+
+def gate(record: RunRecord, diff: str | None) -> list[Finding]:
+    from auditor.lineage.gate import check
+
+    return check(record, diff=diff)
+
+
+def require_complete_lineage(ref: str, record: RunRecord, diff: str | None) -> None:
+    """Refuse to rebuild a version whose lineage has a blocking finding (``LineageIncomplete``)."""
+    from auditor.lineage.gate import blocking
+
+    blockers = blocking(gate(record, diff))
+    if blockers:
+        raise LineageIncomplete(blockers, subject=ref)
+
+
+def drift(record: RunRecord, run: RunResult) -> EnvDrift | None:
+    """How the rebuild's environment differs from the recorded one (None: one of them is unknown)."""
+    from auditor.rebuild.drift import environment_drift
+
+    if run.record and run.record.environment and record.environment:
+        return environment_drift(record.environment, run.record.environment)
+    return None
+
+
+def redacted(uri: str) -> str:
+    from auditor.lineage.redact import redact_text
+
+    return redact_text(uri)

@@ -1,0 +1,177 @@
+"""Publishing an audit, exactly once per (version, date): the report, the ledger entry, its MLflow anchor, the tags.
+
+Also the pre-flight that runs before any rebuild (what would fail after an hour of rebuilding is
+said first) and the ledger anchors ``evidence verify`` holds the ledger to.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from auditor.errors import BadInput, InfrastructureError, ReproError
+from auditor.judge.result import AuditResult, Verdict
+from auditor.settings import REPORTS
+from auditor.steps.common import Progress, now
+from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
+
+log = logging.getLogger(__name__)
+
+
+def preflight_store(session: Any) -> None:
+    """The report store opens, is reachable and (when required) locked; a local one is a folder, not a file."""
+    from auditor.report.index import INDEX_FILE
+    from auditor.report.ledger import LEDGER_FILE
+    from auditor.report.lock import require_object_lock
+
+    store, settings = session.store, session.settings
+    local = store.local_path(INDEX_FILE)
+    if local is not None and local.parent.exists() and not local.parent.is_dir():
+        raise BadInput(f"the report store {local.parent} is a file, not a folder", hint=f"set {REPORTS.name} to a folder or s3://bucket/prefix")
+    if settings.require_object_lock:
+        require_object_lock(store, settings.lock_retention_days)
+    store.exists(LEDGER_FILE)  # reachable: an outage or a refused credential fails here, not after the rebuild
+
+
+def preflight(session: Any, info: Any, *, publishing: bool) -> None:
+    """Before any rebuild: the version's bands and calibration parse, and the report store is usable.
+
+    A malformed band is the caller's to fix (``MalformedRecord``, exit 2), said now rather than as an
+    ERROR verdict after an hour of rebuilding.
+    """
+    from auditor.judge.floors import calibration_from_json
+    from auditor.judge.tolerance import bands_from_json
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+
+    log.info("pre-flight %s: bands%s", info.ref, " and the report store" if publishing else "")
+    bands_text = session.registry.get_bands(info)
+    if bands_text:
+        bands_from_json(bands_text, source=f"{info.ref} tag {TAG_BANDS}")
+    calibration_text = info.tags.get(TAG_CALIBRATION)
+    if calibration_text:
+        calibration_from_json(calibration_text, source=f"{info.ref} tag {TAG_CALIBRATION}")
+    if publishing:
+        preflight_store(session)
+
+
+def published_evidence(session: Any, info: Any, date: str) -> dict[str, Any] | None:
+    """The stored evidence of this version's audit for ``date``, if its evidence was published."""
+    from auditor.report.evidence import load_evidence, report_stem
+
+    stem = report_stem(info.name, str(info.version), date)
+    store = session.store
+    if not store.exists(f"{stem}.json"):
+        return None
+    return load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")
+
+
+def publish_version(session: Any, info: Any, options: Any, progress: Progress, rebuild_step: Any = None) -> Any:
+    """Audit ``info`` for ``options.date`` (unless its evidence is already published) and publish it.
+
+    Every step is safe to repeat: once the evidence is stored, a retry finishes publishing *that*
+    evidence (report, ledger, registry tags) instead of auditing again. A failure while publishing is
+    returned beside the verdict (``AuditOutcome.publish_failure``), not raised.
+    """
+    from auditor.report.evidence import audit_of
+    from auditor.steps.audit import audit_version
+    from auditor.steps.common import today
+    from auditor.steps.options import AuditOutcome
+
+    date = options.date or today()
+    options = options if options.date else _dated(options, date)
+    stored = published_evidence(session, info, date)
+    if stored is not None:
+        result = audit_of(stored)
+    else:
+        result = audit_version(session, info, options, progress, rebuild_step)
+        if result.verdict is Verdict.ERROR and not options.last_try:  # an orchestrator's retry audits it afresh
+            raise InfrastructureError(f"{info.ref}: verdict ERROR, not published yet: {result.error}",
+                                      hint="retried; the last try publishes the ERROR verdict")
+    outcome = AuditOutcome(ref=info.ref, result=result, skipped=stored is not None)
+    try:
+        outcome.report = _publish(session, info, result, date, progress)
+    except ReproError as exc:
+        outcome.publish_failure = exc
+    return outcome
+
+
+def _dated(options: Any, date: str) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(options, date=date)
+
+
+def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: Progress) -> str:
+    """The report, the ledger and its MLflow anchor, then the version's tags; returns the report's URI."""
+    from auditor.report.publish import publish
+
+    progress("publishing the report")
+    log.info("publish %s: %s to %s", info.ref, result.verdict.value, session.settings.reports)
+    publication = publish(result, session.store, settings=session.settings, key=session.signer)  # completes a half-done publish
+    report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
+    progress("anchoring the ledger in MLflow")
+    run_id = log_audit_run(session, info, result, publication)
+    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id:
+        session.registry.write_outcome(info, result.verdict.value, result.finished_at or now(), report_uri)
+        tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id}
+        previous = info.tags.get(TAG_AUDIT_DATE)
+        if previous and previous != date:
+            tags[TAG_AUDIT_PREVIOUS_DATE] = previous
+        session.registry.set_tags(info, tags)
+    log.info("publish %s: %s", info.ref, report_uri)
+    return report_uri
+
+
+def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any) -> str:
+    """Log the audit as a run of the audits experiment, once per audit; its params anchor the ledger head.
+
+    MLflow refuses to change a param once logged, so the head written here (sequence number
+    and entry hash, for this reports location) is what ``evidence verify`` holds the ledger to:
+    a rewritten, re-chained or rolled-back ledger no longer matches it.
+    """
+    from auditor import tags as t
+
+    entry = publication.entry or {}
+    params = {
+        t.PARAM_LEDGER_LOCATION: session.store.identity,
+        t.PARAM_LEDGER_SEQ: str(publication.seq),
+        t.PARAM_LEDGER_HEAD: publication.entry_hash,
+        t.PARAM_EVIDENCE_SHA256: (entry.get("evidence") or {}).get("sha256", ""),
+        t.PARAM_RECORD_DIGEST: result.record_digest or "",
+    }
+    if entry.get("attestation"):
+        params[t.PARAM_ATTESTATION_SHA256] = entry["attestation"]["sha256"]
+    if publication.entry_version_id:
+        params[t.PARAM_LEDGER_ENTRY_VERSION] = publication.entry_version_id
+    run_tags = {
+        t.TAG_RUN_KIND: "audit", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
+        t.TAG_VERDICT: result.verdict.value, t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB",
+        **{f"{t.TAG_RUN_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()},
+    }
+    metrics = {}
+    for m in result.metrics:
+        values = [v for v in m.rebuilt if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
+        if values:
+            metrics[f"rebuilt.{m.name}"] = float(values[0])
+    return session.registry.log_run(
+        experiment=session.settings.audit_experiment, identity=publication.stem, name=f"audit {info.name} v{info.version} {result.audit_id}",
+        params=params, tags=run_tags, metrics=metrics, artifacts=publication.files or {},
+    )
+
+
+def ledger_anchors(session: Any, location: str) -> list[Any]:
+    """The ledger heads the audits experiment anchors for ``location`` (``evidence verify`` compares them)."""
+    from auditor.report.verify import Anchor
+    from auditor.storage import open_store
+    from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
+
+    experiment = session.settings.audit_experiment
+    uri = open_store(location).identity
+    anchors = []
+    for run in session.registry.find_runs(experiment=experiment, params={PARAM_LEDGER_LOCATION: uri}):
+        seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)
+        if seq is not None and seq.isdigit() and head:
+            state = " (deleted)" if run.deleted else ""
+            anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {experiment!r}",
+                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION)))
+    return anchors

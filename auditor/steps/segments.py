@@ -1,0 +1,154 @@
+"""Segment replay: a version audited by replaying some segments of its checkpoint chain, not all of training.
+
+``segments`` segments (default 2), or a ``budget`` fraction of them, chosen seeded by the audit date and
+always including the last; each starts from its stored checkpoint and must end in the next one (bit for
+bit where the recipe is deterministic, within the same-seed floor otherwise); ``workers`` replay that many
+segments at once (they are independent). The last one's weights and metrics are judged like a full
+rebuild's. ``segment_step`` gives ``auditor.steps.audit`` the step that replaces its rebuild.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from auditor.contract import ENV_STOP_STEP
+from auditor.errors import BadInput, InfrastructureError, ReproError
+from auditor.rebuild.run import RunResult
+from auditor.steps.audit import rebuild_once
+from auditor.steps.common import today
+
+
+def segment_step(session: Any, info: Any, options: Any) -> Any:
+    """The rebuild step of a segment audit of ``info``; a version with no checkpoint chain, or a bad count
+    or budget, is the caller's error (``BadInput``), said now."""
+    from auditor import segments as seg
+
+    record, _ = session.registry.load_record(info)
+    if not seg.chain(record):
+        raise BadInput(f"{info.ref} records no checkpoint chain, so it has no segments to replay",
+                       hint="audit it with a full rebuild, or save checkpoints in training (auditor.checkpoint_every)")
+    day = options.date or today()
+    seg.pick_segments(2, date=day, count=options.segments, budget=options.budget)
+    return functools.partial(_replay_segments, count=options.segments, budget=options.budget, date=day, workers=options.workers)
+
+
+def _stored_checkpoint(a: Any, link, dest: Path) -> tuple[Path | None, str | None]:
+    """Download one checkpoint of the chain and check its digest; (path, why not)."""
+    from auditor import segments as seg
+
+    uri = link.uri
+    path = uri[len("runs:/") :].split("/", 1)[1] if uri.startswith("runs:/") and uri.count("/") >= 2 else seg.store_path(link.digest)
+    try:
+        local = a.session.registry.download_artifact(a.info, path, dest)
+    except InfrastructureError:
+        raise
+    except ReproError as exc:
+        return None, f"the stored checkpoint at step {link.step} ({path}) cannot be downloaded: {exc}"
+    actual = seg.sha256_of(local)
+    if actual != link.digest:
+        return None, (f"the stored checkpoint at step {link.step} fails its digest (the record holds sha256:{link.digest}, "
+                      f"the stored file hashes to sha256:{actual}): the artifact was altered")
+    return local, None
+
+
+def _verified_chain(a: Any, links: list[Any]) -> dict[int, Path] | None:
+    """Every stored checkpoint, downloaded and checked against its digest; None (and why, on ``a``) when one fails."""
+    from auditor import segments as seg
+
+    a.progress(f"verifying the checkpoint chain ({len(links)} checkpoints)")
+    stored: dict[int, Path] = {}
+    for link in links:
+        local, why = _stored_checkpoint(a, link, a.tmp / "chain" / f"{link.digest}.safetensors")
+        if why:
+            a.unrecoverable = why
+            return None
+        stored[link.step] = local
+    if a.weights is not None and not seg.model_weights_equal(stored[links[-1].step], a.weights):
+        a.unrecoverable = f"the chain's last checkpoint (step {links[-1].step}) does not hold the registered weights: the chain is not this version's"
+        return None
+    return stored
+
+
+def _run_replays(a: Any, parts: list[Any], chosen: list[int], stored: dict[int, Path], workers: int) -> list[RunResult]:
+    """Replay the chosen segments (``workers`` at a time: they are independent); the last re-evaluates the registered weights."""
+    timeout = a.session.settings.rebuild_timeout_s
+    a.progress("preparing the workspace")
+    workspace = a.session.prepare(a.record, a.diff, a.tmp / "workspace")
+
+    def replay(n_index: tuple[int, int]) -> RunResult:
+        n, index = n_index
+        part = parts[index]
+        a.progress(f"replaying segment {n + 1}/{len(chosen)}: {part.steps}")
+        recipe: dict[str, Any] = {"resume": stored[part.begin.step] if part.begin else None, "stop_step": part.end}
+        if index == len(parts) - 1 and a.weights is not None:
+            recipe.update(evaluate=a.weights, then_train=True)
+        return rebuild_once(a, workspace, a.tmp / f"segment-{index}", timeout, **recipe)
+
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(replay, enumerate(chosen)))
+    return [replay(item) for item in enumerate(chosen)]
+
+
+def _segment_floor(a: Any) -> Any:
+    from auditor.judge.floors import calibration_from_json
+    from auditor.tags import TAG_CALIBRATION
+
+    text = a.info.tags.get(TAG_CALIBRATION)
+    return calibration_from_json(text, source=f"{a.info.ref} tag {TAG_CALIBRATION}").same_seed if text else None
+
+
+def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: str, workers: int = 1) -> list[RunResult]:
+    """Step 2 of a segment audit: verify the chain, replay the chosen segments, compare each end state.
+
+    Returns the last segment's run (it ends where training ended: its weights and metrics are compared
+    with the registered ones by step 3, as a full rebuild's are); it also re-evaluates the registered weights.
+    """
+    from auditor import segments as seg
+    from auditor.judge.result import ChainLink, SegmentReplay
+
+    links = seg.chain(a.record)
+    parts = seg.segments(links)
+    stored = _verified_chain(a, links)
+    if stored is None:
+        return []
+    chosen = seg.pick_segments(len(parts), date=date, salt=a.record.digest(), count=count, budget=budget)
+    done = _run_replays(a, parts, chosen, stored, workers)
+    floor, deterministic = _segment_floor(a), bool(a.record.seeds and a.record.seeds.deterministic)
+    checks, last, hosted, wall = [], None, 0.0, 0.0
+    for index, run in zip(chosen, done, strict=True):
+        part = parts[index]
+        wall += run.wall_s
+        if run.checkpoint is None:
+            a.log_tail = run.log_tail
+            a.unrecoverable = (f"the replay of {part.steps} left no end checkpoint: the recipe does not honour {ENV_STOP_STEP} "
+                               "(see the entry-point contract in the README)")
+            return []
+        comparison = seg.compare_checkpoints(stored[part.end], run.checkpoint, a.tmp / f"compare-{index}")
+        checks.append(seg.judge_segment(part, comparison, deterministic=deterministic, floor=floor, wall_s=run.wall_s,
+                                        replayed_digest=seg.sha256_of(run.checkpoint)))
+        if index == len(parts) - 1:
+            last, hosted = run, run.evaluation_s or 0.0
+            _recovered_by(a, run)
+    replayed = {parts[i].end for i in chosen}
+    a.segments = SegmentReplay(
+        total=len(parts), selected=chosen, basis=f"audit date {date}, record {a.record.digest()[:19]}…",
+        chain=[ChainLink(step=link.step, digest=link.digest, replayed=link.step in replayed, digest_ok=True) for link in links],
+        checks=checks, replayed_steps=sum(parts[i].end - parts[i].start for i in chosen), total_steps=links[-1].step,
+    )
+    a.timings.rebuild_s = round(wall - hosted, 3)  # replay processes' time (summed over workers)
+    a.log_tail = last.log_tail if last else ""
+    return [last] if last is not None else []
+
+
+def _recovered_by(a: Any, run: RunResult) -> None:
+    """The last segment's re-evaluation of the registered weights, into the recovery check."""
+    if run.evaluation_crash:
+        a.recovery = a.recovery.model_copy(update={"unrecoverable": [
+            *a.recovery.unrecoverable, f"re-evaluating the registered weights with the recorded recipe crashed: {run.evaluation_crash}"]})
+    elif run.evaluation is not None:
+        a.recovery = a.recovery.model_copy(update={"evaluated": run.evaluation})

@@ -1,0 +1,168 @@
+"""The audit session: opened once per entry point, it holds what every step needs.
+
+An entry point (a CLI command, a DAG task, the rebuild pod, the demo) resolves the settings once and
+opens one ``Session`` from them. The session opens the registry, the reports store, the runners and
+the signer the first time a step asks, and never again; every verb is a method that makes one call
+into its step module (``auditor.steps.rebuild``, ``calibrate``, ``audit``, ``publish``, ``nightly``,
+``coverage``). Below the session nothing reads settings from the environment.
+
+Tests and benchmarks inject what they stand in for through the constructor (``runner=``,
+``registry=``, ``store=``, ``prepare=``), never by patching a step's private function.
+
+One door audits a version: ``Session.audit(ref, AuditOptions(...))``. It serves the CLI, the DAGs and
+the pod alike and returns one shape, ``AuditOutcome``: the verdict, where it was published, and, when
+publishing failed, the failure beside the verdict (never an exception carrying the verdict).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.errors import InfrastructureError, ReproError
+from auditor.steps.common import Progress, quiet
+from auditor.steps.options import AuditOptions, AuditOutcome
+
+if TYPE_CHECKING:
+    from auditor.settings import Settings
+    from auditor.storage import BlobStore
+
+_UNSET: Any = object()
+
+
+class Session:
+    """Everything one entry point's steps share, each opened once, when first needed."""
+
+    def __init__(self, settings: Settings, *, registry: Any = None, store: BlobStore | None = None, runner: Any = None,
+                 prepare: Any = None, signer: Any = _UNSET) -> None:
+        self.settings = settings
+        self._registry = registry
+        self._store = store
+        self._runner = runner  # one runner for every name (a test's stand-in), else one per name, made once
+        self._runners: dict[str, Any] = {}
+        self._prepare = prepare
+        self._signer = signer
+
+    # -- what the session opens once ----------------------------------------------------------
+    @property
+    def registry(self) -> Any:
+        """The model registry (MLflow, or the in-memory twin) at the settings' tracking and registry URIs."""
+        if self._registry is None:
+            from auditor.registry import open_registry
+
+            self._registry = open_registry(self.settings.tracking_uri, self.settings.registry_uri, settings=self.settings)
+        return self._registry
+
+    @property
+    def store(self) -> BlobStore:
+        """The reports store (``REPRO_REPORTS``)."""
+        if self._store is None:
+            from auditor.storage import open_store
+
+            self._store = open_store(self.settings.reports)
+        return self._store
+
+    def runner(self, name: str | None = None) -> Any:
+        """The runner called ``name`` (default: the settings' runner); an unknown name is ``BadInput``."""
+        if self._runner is not None:
+            return self._runner
+        name = name or self.settings.runner
+        if name not in self._runners:
+            from auditor.rebuild.run import make_runner
+
+            self._runners[name] = make_runner(name, self.settings)
+        return self._runners[name]
+
+    @property
+    def signer(self) -> Any:
+        """The configured signing key (``REPRO_SIGNING_KEY``), or None when reports are published unsigned."""
+        if self._signer is _UNSET:
+            from auditor.report.publish import signing_key
+
+            self._signer = signing_key(self.settings)
+        return self._signer
+
+    def prepare(self, record: Any, diff: str | None, dest: Path) -> Any:
+        """A workspace for a rebuild: the code at the recorded commit, the data verified."""
+        if self._prepare is not None:
+            return self._prepare(record, diff, dest, self.settings)
+        from auditor.rebuild.workspace import prepare_workspace
+
+        return prepare_workspace(record, diff, dest=dest, git_cache=self.settings.git_cache)
+
+    def scratch(self, prefix: str) -> Path:
+        """A fresh folder under the settings' work dir (the caller removes it)."""
+        self.settings.work_dir.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.settings.work_dir))
+
+    # -- the verbs: one call into a step each ----------------------------------------------------
+    def audit(self, ref: str, options: AuditOptions | None = None, *, progress: Progress = quiet) -> AuditOutcome:
+        """Audit one version (and publish it unless ``options.publish`` is False): the one door."""
+        from auditor.steps import audit as audit_step
+        from auditor.steps import publish
+
+        options = options or AuditOptions()
+        self.runner(options.runner)  # an unknown runner is the caller's error, said before anything else
+        try:
+            info = self.registry.resolve(ref)  # pinned: an alias may move while we work
+        except InfrastructureError:
+            raise
+        except ReproError as exc:
+            if not options.task:
+                raise
+            return AuditOutcome(ref=ref, result=None, error=str(exc))
+        if not options.task:
+            publish.preflight(self, info, publishing=options.publish)
+        rebuild_step = None
+        if options.replays_segments:
+            from auditor.steps.segments import segment_step
+
+            rebuild_step = segment_step(self, info, options)
+        if not options.publish:
+            return AuditOutcome(ref=info.ref, result=audit_step.audit_version(self, info, options, progress, rebuild_step))
+        outcome = publish.publish_version(self, info, options, progress, rebuild_step)
+        if outcome.publish_failure is not None and options.task:
+            raise outcome.publish_failure
+        return outcome
+
+    def rebuild(self, ref: str, *, out_dir: Path, runner: str | None = None, progress: Progress = quiet) -> Any:
+        from auditor.steps.rebuild import rebuild
+
+        return rebuild(self, ref, out_dir=out_dir, runner=runner, progress=progress)
+
+    def calibrate(self, ref: str, *, reruns: int = 5, same_seed: int = 2, runner: str | None = None, replace: bool = False,
+                  progress: Progress = quiet) -> Any:
+        from auditor.steps.calibrate import calibrate
+
+        return calibrate(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
+
+    def sample(self, date: str, *, models: str | None = None) -> dict[str, Any]:
+        from auditor.steps.nightly import sample
+
+        return sample(self, date, models=models)
+
+    def publish_summary(self, date: str, sample: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
+        from auditor.steps.nightly import publish_summary
+
+        return publish_summary(self, date, sample, results)
+
+    def nightly(self, date: str, *, audit_run: str | None = None, progress: Progress = quiet) -> dict[str, Any]:
+        from auditor.steps.nightly import nightly
+
+        return nightly(self, date, audit_run=audit_run, progress=progress)
+
+    def coverage(self, *, now: Any = None, write: bool = False) -> tuple[list[dict[str, Any]], str]:
+        from auditor.steps.coverage import coverage
+
+        return coverage(self, now=now, write=write)
+
+    def ledger_anchors(self, location: str) -> list[Any]:
+        from auditor.steps.publish import ledger_anchors
+
+        return ledger_anchors(self, location)
+
+    def preflight_store(self) -> None:
+        from auditor.steps.publish import preflight_store
+
+        preflight_store(self)
