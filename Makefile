@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-image test-compose lint bench sysdeps venv clean image image-base
+.PHONY: demo test test-fast test-all test-image test-compose lint bench sysdeps venv clean image image-base
 
 venv: $(STAMP)
 
@@ -25,6 +25,14 @@ sysdeps:
 # A plain `pytest` (one file, one test) stays in one process.
 test: venv sysdeps
 	$(PY) -m pytest -q -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
+
+# The unit tier alone: pure by rule (tests/unit/conftest.py fails a test that starts a subprocess, forks,
+# opens a socket or a database), no system packages needed; under 90 s on 2 cores. Run it many times a session.
+test-fast: venv
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test-fast: pytest collected no test' >&2; exit 1; fi; exit $$rc
+
+# Everything CI runs, plus the compose stack (make test-compose).
+test-all: test test-compose
 
 # The Debian base (mmdebstrap) and the CPU trainer built from docker/Dockerfile on it, into the engine at
 # DOCKER_HOST (default: the system's); each is skipped when the engine, or the cache folder

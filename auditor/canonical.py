@@ -7,11 +7,11 @@ Python's shortest round-trip repr. Pure: no I/O.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from typing import Any
 
+from auditor.digests import sha256_digest, sha256_hex  # noqa: F401 - sha256_hex re-exported for its callers
 from auditor.errors import MalformedRecord
 
 
@@ -36,13 +36,9 @@ def canonical_json(value: Any) -> bytes:
     )
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def digest(value: Any) -> str:
     """``sha256:<hex>`` of the canonical JSON of ``value``."""
-    return "sha256:" + sha256_hex(canonical_json(value))
+    return sha256_digest(canonical_json(value))
 
 
 def pretty_json(value: Any) -> str:

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from auditor.outcomes import VERDICTS, Verdict
+
 
 class Meaning(StrEnum):
     """What a failure says; see the module docstring for its consequences."""
@@ -41,18 +43,14 @@ class Meaning(StrEnum):
 
 
 #: DESIGN.md's exit codes: 0 success or reproduced, 1 findings or not reproduced, 2 bad input or
-#: usage, 3 infrastructure error. Keys are meanings and verdict names (``auditor.judge.result.Verdict``).
+#: usage, 3 infrastructure error. Keys are meanings and verdict names (their codes: ``auditor.outcomes``).
 EXIT_CODES: dict[str, int] = {
     Meaning.CALLER: 2,
     Meaning.FINDINGS: 1,
     Meaning.UNRECOVERABLE: 1,
     Meaning.INFRASTRUCTURE: 3,
     Meaning.CRASH: 3,
-    "REPRODUCED_BITWISE": 0,
-    "REPRODUCED_WITHIN_TOLERANCE": 0,
-    "OUT_OF_TOLERANCE": 1,
-    "NOT_REPRODUCIBLE": 1,
-    "ERROR": 3,
+    **{verdict.value: meaning.exit_code for verdict, meaning in VERDICTS.items()},
 }
 EXIT_OK = 0
 EXIT_USAGE = EXIT_CODES[Meaning.CALLER]
@@ -166,10 +164,10 @@ def meaning_of(exc: BaseException) -> Meaning:
 def verdict_failure(exc: BaseException) -> str:
     """The verdict an exception raised while auditing one version gives it: ``NOT_REPRODUCIBLE`` or ``ERROR``."""
     if isinstance(exc, MalformedRecord):  # a band, manifest or record that does not parse: named, never a pass
-        return "ERROR"
+        return Verdict.ERROR.value
     if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH):
-        return "ERROR"
-    return "NOT_REPRODUCIBLE"
+        return Verdict.ERROR.value
+    return Verdict.NOT_REPRODUCIBLE.value
 
 
 def exit_code(outcome: BaseException | str) -> int:
@@ -179,13 +177,13 @@ def exit_code(outcome: BaseException | str) -> int:
     return EXIT_CODES[str(outcome)]
 
 
-#: what an orchestrator does with a task whose audit gave a verdict, by its exit code (one table: ``EXIT_CODES``)
-TASK_OUTCOMES: dict[int, str] = {0: "success", 1: "fail", 3: "retry"}
+#: what an orchestrator does with a task whose audit gave a verdict, by its exit code (from ``auditor.outcomes``)
+TASK_OUTCOMES: dict[int, str] = {meaning.exit_code: meaning.task for meaning in VERDICTS.values()}
 
 
 def task_outcome(verdict: str) -> str:
     """``success`` (reproduced), ``fail`` (not reproduced or out of tolerance: no retry changes it) or ``retry`` (ERROR)."""
-    return TASK_OUTCOMES[EXIT_CODES[str(verdict)]]
+    return VERDICTS[Verdict(str(verdict))].task
 
 
 def describe(exc: BaseException) -> str:

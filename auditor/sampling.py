@@ -28,12 +28,13 @@ import random
 from dataclasses import dataclass, field
 
 from auditor.errors import BadInput
+from auditor.outcomes import REPRODUCED
 from auditor.settings import PRODUCTION_ALIASES
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_TIER, TAG_VERDICT
+from auditor.uris import model_uri
 
 DEFAULT_COST_HOURS = 0.25
 #: the verdicts that count as reproduced (``auditor.judge.result.Verdict``)
-REPRODUCED = frozenset({"REPRODUCED_BITWISE", "REPRODUCED_WITHIN_TOLERANCE"})
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class Candidate:
 
     @property
     def ref(self) -> str:
-        return f"models:/{self.name}/{self.version}"
+        return model_uri(self.name, self.version)
 
     @classmethod
     def from_tags(cls, name: str, version: str, aliases, tags: dict[str, str]) -> Candidate:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.canonical import canonical_json
+from auditor.digests import bare, sha256_file, sha256_hex
 from auditor.errors import BadInput
 
 CHECKPOINT_PREFIX = "checkpoint@"
@@ -62,7 +63,7 @@ def chain(record: Any) -> list[Link]:
                 step = int(artifact.name[len(CHECKPOINT_PREFIX) :])
             except ValueError:
                 continue
-            links.append(Link(step=step, digest=artifact.sha256.removeprefix("sha256:"), uri=artifact.uri, size=artifact.size))
+            links.append(Link(step=step, digest=bare(artifact.sha256), uri=artifact.uri, size=artifact.size))
     return sorted(links, key=lambda link: link.step)
 
 
@@ -177,7 +178,7 @@ def save(path: Path, step: int, **state: Any) -> str:
     partial = path.with_name(path.name + ".partial")
     partial.write_bytes(data)
     partial.replace(path)
-    return hashlib.sha256(data).hexdigest()
+    return sha256_hex(data)
 
 
 @dataclass
@@ -236,11 +237,8 @@ def restore(path: Path, *, model: Any = None, optimizer: Any = None, generators:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The bare hex SHA-256 of a checkpoint file (the chain links hold bare hex)."""
+    return bare(sha256_file(path))
 
 
 # -- comparing a replayed end state with the stored one ---------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from auditor.contract import DIFF_FILE, RECORD_FILE, WEIGHTS_FILE
+from auditor.uris import run_artifact_uri
 
 #: prefix of every tag this project owns (run tags are copied onto listings by this prefix)
 PREFIX = "repro."
@@ -108,7 +109,7 @@ def diff_artifact(diff_file: str) -> str:
 
 def weights_uri(run_id: str) -> str:
     """The ``runs:/`` URI of a run's weights, as the record lists them."""
-    return f"runs:/{run_id}/{WEIGHTS_ARTIFACT}"
+    return run_artifact_uri(run_id, WEIGHTS_ARTIFACT)
 
 
 def run_artifacts(record_json: bytes, diff: bytes | None = None, weights: bytes | None = None) -> dict[str, bytes]:

@@ -13,12 +13,14 @@ import typer
 
 from auditor.cli.lineage import lineage_app
 from auditor.cli.output import console, emit_json
+from auditor.digests import spelled
 from auditor.errors import LineageIncomplete
+from auditor.uris import REF_HELP
 
 
 @lineage_app.command("show")
 def show_cmd(
-    ref: str = typer.Argument(..., help="models:/NAME/VERSION or models:/NAME@ALIAS"),
+    ref: str = typer.Argument(..., help=REF_HELP),
     json_out: bool = typer.Option(False, "--json", help="print the version, record and findings as JSON"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
 ) -> None:
@@ -148,5 +150,5 @@ def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
     for key, value in sorted(record.outputs.metrics.items()):
         rows.append(("outputs", key, str(value)))
     for artifact in record.outputs.artifacts:
-        rows.append(("outputs", artifact.name, f"sha256:{artifact.sha256} {artifact.uri}"))
+        rows.append(("outputs", artifact.name, f"{spelled(artifact.sha256)} {artifact.uri}"))
     return rows

@@ -12,17 +12,8 @@ import typer
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
 from auditor.settings import REPORTS, RUNNER
+from auditor.uris import REF_HELP
 
-VERDICT_STYLE = {
-    "REPRODUCED_BITWISE": "bold green",
-    "REPRODUCED_WITHIN_TOLERANCE": "green",
-    "OUT_OF_TOLERANCE": "bold yellow",
-    "NOT_REPRODUCIBLE": "bold red",
-    "ERROR": "bold magenta",
-}
-
-
-REF_HELP = "models:/NAME/VERSION or models:/NAME@ALIAS"
 RUNNER_HELP = f"process or docker (default: {RUNNER.name} or process)"
 
 
@@ -214,7 +205,9 @@ def _print_audit(result, report: str | None) -> None:
     from rich.table import Table
 
     out = console()
-    style = VERDICT_STYLE.get(result.verdict.value, "bold")
+    from auditor.report.view import VERDICT_VIEW
+
+    style = VERDICT_VIEW[result.verdict].terminal
     out.print(f"[{style}]{result.verdict.value}[/]  {result.model.uri}  (audit {result.audit_id})")
     tiers = Table(show_header=True)
     for column in ("tier", "status", "summary"):

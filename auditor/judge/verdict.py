@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditor.contract import WEIGHTS_FILE
+from auditor.digests import bare
 from auditor.judge.calibrate import resolution
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
@@ -75,7 +76,7 @@ class RecoveryCheck(BaseModel):
 
 
 def _hex(digest: str) -> str:
-    return digest.lower().removeprefix("sha256:")
+    return bare(digest.lower())
 
 
 def _lineage(findings: Sequence[Finding]) -> TierResult:

@@ -8,12 +8,12 @@ Pure: no I/O. Every rule has a stable code, a field path and a fix hint.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
 from auditor.canonical import digest as canonical_digest
 from auditor.canonical import flatten
+from auditor.digests import DATA_VERSION_ID, SHA256_DIGEST, sha256_digest
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import is_redacted, redacted_diff_lines
@@ -21,8 +21,6 @@ from auditor.lineage.traced import registration_findings
 from auditor.settings import IMAGE, IMAGE_DIGEST
 
 MUTABLE_VERSIONS = {"", "latest", "head", "current", "main", "master", "live", "prod", "production", "newest", "tip"}
-_SNAPSHOT_ID = re.compile(r"(blake3|sha256):[0-9a-f]{64}")
-_IMAGE_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
@@ -84,7 +82,7 @@ def _code(record: RunRecord, diff: str | None) -> list[Finding]:
                 out.append(_warn("code.diff_secret", f"code.diff:{place}", f"a changed line of {place} held a secret; it is stored redacted, and the rebuild sees the marker there", "keep secrets out of source files: read them from the environment at run time"))
             if code.diff_redactions and not where:
                 out.append(_warn("code.diff_redacted", "code.diff_digest", f"{code.diff_redactions} added line(s) of the diff held secrets and were redacted; the rebuild sees markers there", "keep secrets out of source files"))
-            if diff is not None and "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest() != code.diff_digest:
+            if diff is not None and sha256_digest(diff) != code.diff_digest:
                 out.append(_block("code.diff_mismatch", "code.diff_digest", "the stored diff does not match its recorded digest", "the diff was altered after training; re-train"))
     if not code.entrypoint:
         out.append(_block("code.entrypoint_missing", "code.entrypoint", "no entrypoint command recorded", "record the argv that trains the model"))
@@ -101,7 +99,7 @@ def _data(record: RunRecord) -> list[Finding]:
         if version.lower() in MUTABLE_VERSIONS:
             shown = "no version" if not version else f"the mutable version {version!r}"
             out.append(_block("data.mutable_version", f"{path}.version", f"{ref.uri!r} is named by {shown}", "snapshot it (repro-audit snapshot create) and record the snapshot id"))
-        elif ref.kind == "snapshot" and not _SNAPSHOT_ID.fullmatch(version):
+        elif ref.kind == "snapshot" and not DATA_VERSION_ID.fullmatch(version):
             out.append(_block("data.snapshot_id_malformed", f"{path}.version", f"{version!r} is not a snapshot id", "use the blake3:<hex> id printed by snapshot create"))
         elif ref.kind != "snapshot" and not ref.content_hash:
             out.append(_block("data.unhashed", f"{path}.content_hash", f"{ref.kind} {ref.uri!r} has a version label but no content hash", "snapshot it so its bytes are hashed"))
@@ -136,7 +134,7 @@ def _environment(record: RunRecord, policy: GatePolicy) -> list[Finding]:
         out.append(_block("environment.packages_missing", "environment.packages", "no package list, lock file or image digest", "capture with the SDK (it lists every installed distribution)"))
     if env.image_ref and not env.image_digest:
         out.append(_block("environment.image_tag_only", "environment.image_digest", f"image {env.image_ref!r} is named by tag only", f"pass {IMAGE_DIGEST.name}=sha256:… (the digest the orchestrator pulled)"))
-    elif env.image_digest and not _IMAGE_DIGEST.fullmatch(env.image_digest):
+    elif env.image_digest and not SHA256_DIGEST.fullmatch(env.image_digest):
         out.append(_block("environment.image_digest_malformed", "environment.image_digest", f"{env.image_digest!r} is not sha256:<64 hex>", "record the image's content digest"))
     elif not env.image_ref and not env.image_digest:
         if policy.require_image:

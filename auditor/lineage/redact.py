@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from auditor.digests import sha256_hex
 
 MARKER_PREFIX = "<redacted:"
 _MARKER = re.compile(r"^<redacted:[0-9a-f]{8}>$")
@@ -71,7 +72,7 @@ def is_secret_key(key: str) -> bool:
 
 def marker(value: str) -> str:
     """The redaction marker for ``value``: stable across runs, reveals nothing useful."""
-    return f"{MARKER_PREFIX}{hashlib.sha256(value.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}>"
+    return f"{MARKER_PREFIX}{sha256_hex(value.encode('utf-8', 'surrogateescape'))[:8]}>"
 
 
 def is_redacted(value: Any) -> bool:

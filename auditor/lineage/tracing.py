@@ -36,7 +36,6 @@ first test. Each path is looked at once (deduplicated).
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sys
 import sysconfig
@@ -48,6 +47,7 @@ from typing import Any, TypeVar
 
 from auditor import contract
 from auditor import settings as _settings
+from auditor.digests import sha256_digest, sha256_file
 from auditor.lineage.record import RunRecord, TracedFile, TracedInputs, TracedVariable
 from auditor.lineage.redact import is_secret_key, marker, redact_text
 from auditor.lineage.traced import OWN_DISTRIBUTION, compare, registration_findings
@@ -263,12 +263,8 @@ def _python_roots() -> list[str]:
 
 def _digest_file(path: str) -> TracedFile:
     try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            digest = hashlib.sha256()
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return TracedFile(path="", size=size, sha256="sha256:" + digest.hexdigest())
+        size = os.path.getsize(path)
+        return TracedFile(path="", size=size, sha256=sha256_file(path))
     except (FileNotFoundError, NotADirectoryError):
         return TracedFile(path="")
     except IsADirectoryError:
@@ -396,7 +392,7 @@ class Tracer:
         elif is_secret_key(name):
             self._env[name] = marker(value)
         else:
-            self._env[name] = "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+            self._env[name] = sha256_digest(value.encode("utf-8", "surrogateescape"))
 
     def _ignored_in_repo(self) -> list[tuple[str, str]]:
         """The repository files read that git ignores (tracked and untracked ones are pinned by commit+diff)."""

@@ -12,7 +12,6 @@ everything else (seeds, thread pins) arrives ready-made in ``spec.env``.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from auditor import contract
 from auditor.contract import LOG_FILE
+from auditor.digests import SHA256_DIGEST
 from auditor.errors import BadInput, InputUnrecoverable
 from auditor.settings import IMAGE_DIGEST
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from auditor.rebuild.venv import Reconstructor
 
 TAIL_CHARS = 8000
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 # Only these parent variables reach a rebuild: a training script never sees the
 # auditor's cloud credentials, tracking URIs or tokens.
 ENV_ALLOWLIST = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
@@ -50,14 +49,14 @@ class ImageRef:
         digest = self.digest
         if digest is None and "@" in self.ref:
             digest = self.ref.rsplit("@", 1)[1]
-        elif digest is None and _DIGEST.match(self.ref):
+        elif digest is None and SHA256_DIGEST.fullmatch(self.ref):
             digest = self.ref  # an image id on its own is as immutable as a digest
         if digest is None:
             raise BadInput(
                 f"image {self.ref!r} is recorded by tag only; a tag can move, so it cannot be rebuilt",
                 hint=f"record the digest ({IMAGE_DIGEST.name}, or ref@sha256:…) at training time",
             )
-        if not _DIGEST.match(digest):
+        if not SHA256_DIGEST.fullmatch(digest):
             raise BadInput(f"image {self.ref!r} has digest {digest!r}, expected sha256:<64 hex>")
         return digest
 

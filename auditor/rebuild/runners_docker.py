@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.contract import ENV_EVALUATE_WEIGHTS
+from auditor.digests import SHA256
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable, NotFound
 from auditor.rebuild.runners import (
     ImageRef,
@@ -178,7 +179,7 @@ class DockerRunner:
         import docker
 
         named = image.ref.split("@", 1)[0]
-        if not named or named.startswith("sha256:"):
+        if not named or named.startswith(SHA256):
             return None
         try:
             local = self.client.images.get(named)

@@ -22,7 +22,6 @@ written at the top of the rebuild's log. uv is never allowed to download an inte
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from auditor.digests import sha256_hex
 from auditor.errors import InfrastructureError
 from auditor.settings import REBUILD_ENV
 
@@ -70,7 +70,7 @@ def lock_digest(env: EnvironmentInfo) -> str:
         "packages": {_normal(k): v for k, v in sorted(env.packages.items())},
         "local": local,
     }
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return sha256_hex(json.dumps(body, sort_keys=True).encode())
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ workspace behind. Each failure names its cause.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor import git
+from auditor.digests import same, sha256_digest, sha256_file, sha256_hex
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
 from auditor.lineage.record import RunRecord
 from auditor.lineage.redact import redact_text, restore_committed_lines
@@ -50,7 +50,7 @@ def fetch_commit(repo_url: str, commit: str, cache_root: Path) -> Path:
     has the commit, and a reachable one without the commit means the input is gone.
     """
     cache_root = _absolute(cache_root)
-    cache = cache_root / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
+    cache = cache_root / sha256_hex(repo_url.encode())[:16]
     if not (cache / "HEAD").exists():
         cache_root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=cache_root))
@@ -97,7 +97,7 @@ def _checkout(cache: Path, commit: str, dest: Path) -> None:
 
 def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
     code = record.code
-    digest = "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest()
+    digest = sha256_digest(diff)
     if digest != code.diff_digest:
         raise InputUnrecoverable(f"the stored diff's digest {digest[:19]}… differs from the recorded {code.diff_digest[:19]}…", hint="the diff was altered after training")
     # The diff is stored without context lines (-U0) and with the removed lines' secrets redacted:
@@ -113,7 +113,7 @@ def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
         raise InputUnrecoverable(f"the recorded diff does not apply to commit {code.commit}: {result.stderr.strip()}")
     for binary in code.untracked_binary:
         path = repo / binary.path
-        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != binary.sha256:
+        if not path.is_file() or not same(sha256_file(path), binary.sha256):
             raise InputUnrecoverable(f"untracked binary file {binary.path} ({binary.size} bytes) was not stored with the run", hint="commit it or snapshot it as data")
 
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from auditor.canonical import sha256_hex
+from auditor.digests import sha256_digest
 from auditor.errors import BadInput, MalformedRecord, NotFound
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.registry.layout import training_params
-from auditor.registry.refs import ModelRef, parse_ref
 
 # Every tag and artifact name lives in auditor.tags; the ``X as X`` ones are re-exported for
 # the modules that import them from here.
@@ -42,6 +41,7 @@ from auditor.tags import (
 from auditor.tags import RECORD_DIR as RECORD_DIR
 from auditor.tags import TAG_WEIGHTS_SHA256 as TAG_WEIGHTS_SHA256
 from auditor.tags import WEIGHTS_ARTIFACT as WEIGHTS_ARTIFACT
+from auditor.uris import ModelRef, model_uri, parse_ref
 
 #: MLflow's limits on a model-version tag
 MAX_VERSION_TAG_KEY = 250
@@ -66,7 +66,7 @@ class ModelVersionInfo:
     @property
     def ref(self) -> str:
         """``models:/NAME/VERSION``: the immutable way to name this version."""
-        return f"models:/{self.name}/{self.version}"
+        return model_uri(self.name, self.version)
 
     @property
     def record_digest(self) -> str | None:
@@ -269,7 +269,7 @@ class Registry(abc.ABC):
             raise MalformedRecord(
                 f"{where}: code.diff_file names {code.diff_file!r} but run {run_id} has no artifact {artifact}",
             )
-        if code.diff_digest is not None and code.diff_digest != "sha256:" + sha256_hex(raw):
+        if code.diff_digest is not None and code.diff_digest != sha256_digest(raw):
             raise MalformedRecord(
                 f"{where}: artifact {artifact} does not match code.diff_digest {code.diff_digest}; "
                 "the diff was changed after training",

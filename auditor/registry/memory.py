@@ -17,11 +17,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from auditor.digests import sha256_hex
 from auditor.errors import BadInput, NotFound
 from auditor.lineage.record import RunRecord
 from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
 from auditor.registry.layout import run_layout, training_params
 from auditor.tags import MLFLOW_RUN_NAME, TAG_RECORD_DIGEST, TAG_RUN_IDENTITY, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
+from auditor.uris import model_alias_uri, model_uri, run_artifact_uri
 
 _INSTANCES: dict[str, MemoryRegistry] = {}
 _INSTANCES_LOCK = threading.Lock()
@@ -122,7 +124,7 @@ class MemoryRegistry(Registry):
                 name=name,
                 version=number,
                 run_id=run_id,
-                source=source or (f"runs:/{run_id}/{WEIGHTS_DIR}" if run_id else None),
+                source=source or (run_artifact_uri(run_id, WEIGHTS_DIR) if run_id else None),
                 creation_ts=int(time.time() * 1000),
                 tags=dict(tags or {}),
             )
@@ -157,9 +159,7 @@ class MemoryRegistry(Registry):
             run_tags[TAG_RECORD_DIGEST] = record.digest()
             run_params = training_params(record)
         if weights is not None:
-            import hashlib
-
-            version_tags.setdefault(TAG_WEIGHTS_SHA256, hashlib.sha256(weights).hexdigest())
+            version_tags.setdefault(TAG_WEIGHTS_SHA256, sha256_hex(weights))
         run_id = self.create_run(tags=run_tags, artifacts=run_layout(record, diff, weights), params=run_params)
         info = self.create_version(name, run_id=run_id, tags=version_tags)
         for alias in aliases:
@@ -177,14 +177,14 @@ class MemoryRegistry(Registry):
         with self._lock:
             found = self._versions.get((name, int(version)))
             if found is None:
-                raise NotFound(self._missing(name, f"models:/{name}/{version}"))
+                raise NotFound(self._missing(name, model_uri(name, version)))
             return self._info(found)
 
     def _get_by_alias(self, name: str, alias: str) -> ModelVersionInfo:
         with self._lock:
             number = self._aliases.get(name, {}).get(alias)
             if number is None:
-                raise NotFound(self._missing(name, f"models:/{name}@{alias}"))
+                raise NotFound(self._missing(name, model_alias_uri(name, alias)))
             return self._info(self._versions[(name, number)])
 
     def _read_run_file(self, run_id: str, path: str) -> bytes | None:

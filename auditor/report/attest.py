@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.canonical import canonical_json
+from auditor.digests import SHA256, bare
 from auditor.errors import BadInput, Findings
 from auditor.settings import SIGNING_KEY, SIGNING_PUBLIC_KEY
 
@@ -126,7 +127,7 @@ def public_key_path(private_path: Path) -> Path:
 
 
 def _hex(digest: str) -> str:
-    return digest.split(":", 1)[1] if digest.startswith("sha256:") else digest
+    return bare(digest)
 
 
 def statement(subjects: dict[str, str], predicate: dict[str, Any]) -> dict[str, Any]:
@@ -199,4 +200,4 @@ def verify(data: bytes, public_key: Any, *, where: str) -> dict[str, Any]:
 
 def subject_digests(doc: dict[str, Any]) -> dict[str, str]:
     """``{name: "sha256:<hex>"}`` of a statement's subjects."""
-    return {s.get("name", ""): "sha256:" + (s.get("digest") or {}).get("sha256", "") for s in doc.get("subject") or []}
+    return {s.get("name", ""): SHA256 + (s.get("digest") or {}).get("sha256", "") for s in doc.get("subject") or []}

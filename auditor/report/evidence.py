@@ -9,7 +9,6 @@ carries it in a ``<meta>`` tag) can be re-checked against the JSON.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -17,6 +16,7 @@ from typing import Any
 
 from auditor import __version__
 from auditor.canonical import digest, pretty_json
+from auditor.digests import sha256_hex
 from auditor.errors import Findings, MalformedRecord
 from auditor.judge.result import AuditResult
 from auditor.settings import Settings
@@ -52,7 +52,7 @@ def report_stem(model: str, version: str, audit_id: str) -> str:
 
     Slugs alone could collide (``a/b`` and ``a-b``), so a hash of the exact triple is appended.
     """
-    exact = hashlib.sha256(json.dumps([model, version, audit_id]).encode()).hexdigest()[:12]
+    exact = sha256_hex(json.dumps([model, version, audit_id]).encode())[:12]
     return f"{_slug(model)}_v{_slug(version, 16)}_{_slug(audit_id)}_{exact}"
 
 

@@ -13,16 +13,10 @@ import re
 from typing import Any
 
 from auditor.report.render import environment, script_hash
+from auditor.report.view import VERDICT_COLORS
 from auditor.storage.base import BlobStore
 
 INDEX_FILE = "index.html"
-VERDICT_COLORS = {
-    "REPRODUCED_BITWISE": "#2e7d32",
-    "REPRODUCED_WITHIN_TOLERANCE": "#2e7d32",
-    "OUT_OF_TOLERANCE": "#b26a00",
-    "NOT_REPRODUCIBLE": "#c62828",
-    "ERROR": "#5d1a1a",
-}
 # Only links the publisher itself makes: a ledger edited to hold "javascript:…" must not become one.
 _SAFE_HREF = re.compile(r"^[A-Za-z0-9_-]+\.html$")
 _MAX_CHIPS = 60

@@ -16,19 +16,19 @@ checks all of it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from auditor.canonical import canonical_json, digest
+from auditor.digests import sha256_digest, spelled
 from auditor.errors import Findings, NotFound
 from auditor.storage.base import BlobStore
 
 LEDGER_FILE = "ledger.jsonl"
 ENTRIES = "ledger/entries/"
-GENESIS = "sha256:" + "0" * 64
+GENESIS = spelled("0" * 64)
 
 
 def entry_key(seq: int) -> str:
@@ -38,7 +38,7 @@ def entry_key(seq: int) -> str:
 
 def sha256_of(data: bytes) -> str:
     """``sha256:<hex>`` of raw bytes (reports are hashed as stored, byte for byte)."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return sha256_digest(data)
 
 
 def entry_hash(entry: dict[str, Any]) -> str:

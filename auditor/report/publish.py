@@ -32,6 +32,7 @@ from auditor.report.lock import require_object_lock
 from auditor.report.render import render_report_bytes
 from auditor.settings import Settings
 from auditor.storage import BlobStore, open_store
+from auditor.uris import model_uri
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _statement(doc: dict[str, Any], stem: str, evidence: bytes, report: bytes) -
     subjects = {f"{stem}.html": ledger.sha256_of(report), f"{stem}.json": ledger.sha256_of(evidence)}
     weights = (doc.get("digests") or {}).get("weights.registered")
     if weights:
-        subjects[f"models:/{model['name']}/{model['version']}/{WEIGHTS_FILE}"] = weights
+        subjects[f"{model_uri(model['name'], model['version'])}/{WEIGHTS_FILE}"] = weights
     bands = [m.get("band") for m in audit.get("metrics") or [] if m.get("band")]
     env = (audit.get("record") or {}).get("environment") or {}
     predicate = {

@@ -8,7 +8,6 @@ and our own static CSS/JS files.
 from __future__ import annotations
 
 import base64
-import hashlib
 import math
 import re
 from functools import lru_cache
@@ -18,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from auditor.digests import sha256_file_raw
 from auditor.report import plots, view
 from auditor.report.evidence import audit_of
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
@@ -125,7 +125,7 @@ def static(name: str) -> Markup:
 @lru_cache(maxsize=8)
 def script_hash(name: str) -> str:
     """The CSP hash source for an inline script file, so the page allows that script and nothing else."""
-    raw = hashlib.sha256((TEMPLATES / name).read_bytes()).digest()
+    raw = sha256_file_raw(TEMPLATES / name)
     return "'sha256-" + base64.b64encode(raw).decode() + "'"
 
 

@@ -293,11 +293,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     keys = list(store.list(""))
     if not keys:
         raise NotFound(f"nothing is published at {store.uri}", hint=f"give the reports location (default: {REPORTS.name})")
-    objects: dict[int, bytes] = {}
-    for key in keys:
-        name = key[len(ENTRIES) :].removesuffix(".json")
-        if key.startswith(ENTRIES) and name.isdigit():
-            objects[int(name)] = store.read(key)
+    objects = _entry_objects(store, keys)
     raw_lines, lines = _parse_lines(store)
     named: dict[str, str] = {}
     found_entries: list[dict[str, Any]] = []
@@ -306,17 +302,12 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     ledger_ok = True
     for index in range(max(len(raw_lines), max(objects, default=-1) + 1)):
         obj_raw = objects.get(index)
-        try:
-            obj = json.loads(obj_raw) if obj_raw is not None else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            obj = None
+        obj = _load_object(obj_raw)
         line = lines[index] if index < len(lines) else None
         raw = raw_lines[index] if index < len(raw_lines) else None
         problem = None
         if ledger_ok:
-            problem = _line_problem(line, raw, index, lines, prev_line)
-            if problem is None and obj_raw is not None and obj_raw != raw + b"\n":
-                problem = f"line {index + 1} of {LEDGER_FILE} differs from its entry object {entry_key(index)}"
+            problem = _ledger_problem(line, raw, obj_raw, index, lines, prev_line)
             ledger_ok = problem is None
             prev_line = (line or {}).get("hash") or prev_line
         entry = obj if isinstance(obj, dict) else (line or {})
@@ -330,10 +321,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         prev_obj = entry.get("hash") or prev_obj
         found_entries.append(entry)
         by_report[(entry.get("report") or {}).get("key") or ""] = entry
-        for source in (entry, line or {}):
-            for part in _PARTS:
-                if (source.get(part) or {}).get("key"):
-                    named[source[part]["key"]] = part
+        _note_named(named, entry, line or {})
     out.entries = len(raw_lines)
     out.head = lines[-1].get("hash") if lines and lines[-1] else None
     out.reports = sum(1 for k in keys if k in named)
@@ -342,20 +330,63 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         out.problems.extend(_anchor_problems(found_entries, anchors))
         out.problems.extend(_anchored_versions(store, anchors))
     out.problems.extend(_index_problems(store, keys, found_entries))
+    out.problems.extend(_unnamed_problems(store, keys, named, by_report))
+    out.problems.extend(_version_problems(store, named))
+    return out
+
+
+def _entry_objects(store: BlobStore, keys: list[str]) -> dict[int, bytes]:
+    """The raw entry objects (``ledger/entries/NNNNNN.json``) by ledger position."""
+    objects: dict[int, bytes] = {}
+    for key in keys:
+        name = key[len(ENTRIES) :].removesuffix(".json")
+        if key.startswith(ENTRIES) and name.isdigit():
+            objects[int(name)] = store.read(key)
+    return objects
+
+
+def _load_object(obj_raw: bytes | None) -> Any:
+    """An entry object parsed (None when absent or not JSON; it may still be JSON of another shape)."""
+    try:
+        return json.loads(obj_raw) if obj_raw is not None else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _ledger_problem(line: dict[str, Any] | None, raw: bytes | None, obj_raw: bytes | None, index: int,
+                    lines: list[dict[str, Any] | None], prev: str) -> str | None:
+    """What is wrong with ledger line ``index``, including a difference from its entry object."""
+    problem = _line_problem(line, raw, index, lines, prev)
+    if problem is None and obj_raw is not None and obj_raw != raw + b"\n":
+        problem = f"line {index + 1} of {LEDGER_FILE} differs from its entry object {entry_key(index)}"
+    return problem
+
+
+def _note_named(named: dict[str, str], entry: dict[str, Any], line: dict[str, Any]) -> None:
+    """Record the keys of the files the entry (and its ledger line) name, with their part."""
+    for source in (entry, line):
+        for part in _PARTS:
+            if (source.get(part) or {}).get("key"):
+                named[source[part]["key"]] = part
+
+
+def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
+                      by_report: dict[str, dict[str, Any]]) -> list[Problem]:
+    """Files no entry names: summaries are checked against the ledger, anything else was added by hand."""
+    problems: list[Problem] = []
     for key in keys:
         if key in named or key == LEDGER_FILE or key == INDEX_FILE or key.startswith(ENTRIES):
             continue
         if key == PLACEHOLDER and not store.read(key):  # an empty .gitkeep keeps a checked-in folder
             continue
         if key.startswith(SUMMARIES) and key.endswith(".json"):
-            out.problems.extend(_summary_problems(store, key, by_report))
+            problems.extend(_summary_problems(store, key, by_report))
             continue
         what = "report" if key.endswith((".html", ".json")) and "/" not in key else "file"
-        out.problems.append(Problem(None, (
+        problems.append(Problem(None, (
             f"{what} {key} has no ledger entry: it was added by hand, its entry was deleted, or publishing "
             "stopped half way")))
-    out.problems.extend(_version_problems(store, named))
-    return out
+    return problems
 
 
 def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, Any]]) -> list[Problem]:

@@ -6,7 +6,7 @@ so the templates stay declarative and this logic stays testable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from auditor.judge.result import AuditResult, Verdict
 from auditor.lineage.findings import Finding
@@ -21,21 +21,33 @@ TIER_TITLES = {
 SECTIONS = ("code", "data", "config", "environment", "seeds", "infrastructure")
 NOT_RUN = "not run"
 
-VERDICT_STYLE = {
-    Verdict.REPRODUCED_BITWISE: ("ok", "Reproduced bit for bit", "The rebuilt weights are identical to the registered ones."),
-    Verdict.REPRODUCED_WITHIN_TOLERANCE: (
-        "ok",
-        "Reproduced within tolerance",
-        "Every rebuilt metric lies inside its band.",
-    ),
-    Verdict.OUT_OF_TOLERANCE: ("warn", "Out of tolerance", "The model was rebuilt, but a metric left its band."),
-    Verdict.NOT_REPRODUCIBLE: (
-        "bad",
-        "Not reproducible",
-        "An input of the training run is missing or mutable, so it cannot be rebuilt.",
-    ),
-    Verdict.ERROR: ("err", "Audit error", "The audit failed before it could judge the model."),
+class VerdictView(NamedTuple):
+    """How one verdict is shown: the report's CSS class, headline and explanation, the index's colour, the
+    terminal's style (rich markup)."""
+
+    css: str
+    headline: str
+    explanation: str
+    color: str
+    terminal: str
+
+
+#: The one presentation table of the verdicts (what they mean is ``auditor.outcomes``).
+VERDICT_VIEW: dict[Verdict, VerdictView] = {
+    Verdict.REPRODUCED_BITWISE: VerdictView(
+        "ok", "Reproduced bit for bit", "The rebuilt weights are identical to the registered ones.", "#2e7d32", "bold green"),
+    Verdict.REPRODUCED_WITHIN_TOLERANCE: VerdictView(
+        "ok", "Reproduced within tolerance", "Every rebuilt metric lies inside its band.", "#2e7d32", "green"),
+    Verdict.OUT_OF_TOLERANCE: VerdictView(
+        "warn", "Out of tolerance", "The model was rebuilt, but a metric left its band.", "#b26a00", "bold yellow"),
+    Verdict.NOT_REPRODUCIBLE: VerdictView(
+        "bad", "Not reproducible", "An input of the training run is missing or mutable, so it cannot be rebuilt.", "#c62828",
+        "bold red"),
+    Verdict.ERROR: VerdictView("err", "Audit error", "The audit failed before it could judge the model.", "#5d1a1a", "bold magenta"),
 }
+#: the index's colour by verdict name (the ledger holds names)
+VERDICT_COLORS = {verdict.value: view.color for verdict, view in VERDICT_VIEW.items()}
+
 
 # What each tier's evidence serves. Phrased as "supports": a passing tier is
 # evidence towards the expectation, never the whole of it. Each sentence claims only what its tier
@@ -261,7 +273,7 @@ def support(audit: AuditResult) -> list[dict[str, str]]:
 
 def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
     """Everything the report template needs, from one evidence document."""
-    style, headline, explanation = VERDICT_STYLE[audit.verdict]
+    style, headline, explanation = VERDICT_VIEW[audit.verdict][:3]
     if audit.verdict is Verdict.NOT_REPRODUCIBLE and not any(f.blocking for f in audit.findings):
         explanation = ("Every input is identified, but one can no longer be recovered or the recorded recipe "
                        "cannot be rerun, so the model cannot be rebuilt from what was recorded.")

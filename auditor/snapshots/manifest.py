@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.canonical import canonical_json
+from auditor.digests import SNAPSHOT_ID, SNAPSHOT_ID_HELP
 from auditor.errors import BadInput, MalformedRecord, NotFound, UnsafePath
 from auditor.snapshots.hashing import ALGORITHM, ProgressFn, hash_bytes, hash_paths
 
@@ -34,15 +35,14 @@ KINDS = ("directory", "file", "s3-reference", "delta", "iceberg", "dvc")
 #: where each by-reference kind's sources must lie: the origin field naming that root
 _SOURCE_ROOTS = {"s3-reference": "uri", "delta": "table", "iceberg": "location", "dvc": "cache"}
 ENTRY_TYPES = ("file", "dir", "symlink")
-_ID = re.compile(r"^blake3:[0-9a-f]{64}$")
-_HEX = re.compile(r"^[0-9a-f]{64}$")
+_HEX = re.compile(r"^[0-9a-f]{64}$")  # a content hash (BLAKE3, bare hex)
 _MAX_LINK_HOPS = 40
 
 
 def check_snapshot_id(text: str) -> str:
     """Return ``text`` if it is a snapshot id (``blake3:`` and 64 lowercase hex digits)."""
-    if not isinstance(text, str) or not _ID.match(text):
-        raise BadInput(f"{text!r} is not a snapshot id", hint="ids look like blake3:<64 hex digits>")
+    if not isinstance(text, str) or not SNAPSHOT_ID.fullmatch(text):
+        raise BadInput(f"{text!r} is not a snapshot id", hint=f"ids look like {SNAPSHOT_ID_HELP}")
     return text
 
 

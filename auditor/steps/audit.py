@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.contract import WEIGHTS_FILE
+from auditor.digests import same, spelled
 from auditor.errors import (
     Findings,
     InfrastructureError,
@@ -33,6 +34,7 @@ from auditor.lineage.record import RunRecord
 from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, run_recipe
 from auditor.steps.common import Progress, drift, gate, now
 from auditor.tags import WEIGHTS_ARTIFACT
+from auditor.uris import run_artifact_path
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]
         return None, None, "the record lists no weights artifact"
     # runs:/<run id>/<path in the run>, as the SDK records it
     uri = artifact.uri
-    path = uri[len("runs:/") :].split("/", 1)[1] if uri.startswith("runs:/") and uri.count("/") >= 2 else WEIGHTS_ARTIFACT
+    path = run_artifact_path(uri) or WEIGHTS_ARTIFACT
     try:
         return a.session.registry.download_artifact(a.info, path, a.tmp / "registered.safetensors"), artifact.sha256, None
     except InfrastructureError:
@@ -295,8 +297,8 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
         # the registered file is gone: the rebuild is held to the sha256 the record holds for it
         from auditor.judge.result import WeightDiff
 
-        same = rebuilt.weights_sha256.removeprefix("sha256:") == a.recovery.expected_sha256.removeprefix("sha256:")
-        a.weight_diff = WeightDiff(identical=same, sha256_a="sha256:" + a.recovery.expected_sha256.removeprefix("sha256:"), sha256_b=rebuilt.weights_sha256)
+        a.weight_diff = WeightDiff(identical=same(rebuilt.weights_sha256, a.recovery.expected_sha256),
+                                   sha256_a=spelled(a.recovery.expected_sha256), sha256_b=rebuilt.weights_sha256)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = drift(a.record, rebuilt)
 

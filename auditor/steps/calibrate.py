@@ -14,6 +14,7 @@ import logging
 import shutil
 from typing import Any
 
+from auditor.digests import sha256_digest
 from auditor.errors import BadInput
 from auditor.judge.result import Band
 from auditor.lineage.findings import Finding
@@ -152,10 +153,8 @@ def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, 
     run, so a version's calibrations keep their history.
     """
     from auditor import tags as t
-    from auditor.canonical import sha256_hex
-
     data = calibration.to_json().encode("utf-8")
-    sha = "sha256:" + sha256_hex(data)
+    sha = sha256_digest(data)
     run_id = session.registry.log_run(
         experiment=session.settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
         name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}",
@@ -176,7 +175,6 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
     appended to ``findings``: the evidence was altered.
     """
     from auditor import tags as t
-    from auditor.canonical import sha256_hex
     from auditor.judge.floors import calibration_from_json
 
     runs = session.registry.find_runs(experiment=session.settings.audit_experiment,
@@ -189,7 +187,7 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
             continue
         data = session.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
         entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS), "deleted": run.deleted}
-        if data is None or "sha256:" + sha256_hex(data) != sha:
+        if data is None or sha256_digest(data) != sha:
             findings.append(Finding(
                 code="calibration.altered", path="bands", severity="warning",
                 message=f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; its bands are refused",

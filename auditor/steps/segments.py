@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from auditor.contract import ENV_STOP_STEP
+from auditor.digests import spelled
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.rebuild.run import RunResult
 from auditor.steps.audit import rebuild_once
 from auditor.steps.common import today
+from auditor.uris import run_artifact_path
 
 
 def segment_step(session: Any, info: Any, options: Any) -> Any:
@@ -39,7 +41,7 @@ def _stored_checkpoint(a: Any, link, dest: Path) -> tuple[Path | None, str | Non
     from auditor import segments as seg
 
     uri = link.uri
-    path = uri[len("runs:/") :].split("/", 1)[1] if uri.startswith("runs:/") and uri.count("/") >= 2 else seg.store_path(link.digest)
+    path = run_artifact_path(uri) or seg.store_path(link.digest)
     try:
         local = a.session.registry.download_artifact(a.info, path, dest)
     except InfrastructureError:
@@ -48,8 +50,8 @@ def _stored_checkpoint(a: Any, link, dest: Path) -> tuple[Path | None, str | Non
         return None, f"the stored checkpoint at step {link.step} ({path}) cannot be downloaded: {exc}"
     actual = seg.sha256_of(local)
     if actual != link.digest:
-        return None, (f"the stored checkpoint at step {link.step} fails its digest (the record holds sha256:{link.digest}, "
-                      f"the stored file hashes to sha256:{actual}): the artifact was altered")
+        return None, (f"the stored checkpoint at step {link.step} fails its digest (the record holds {spelled(link.digest)}, "
+                      f"the stored file hashes to {spelled(actual)}): the artifact was altered")
     return local, None
 
 

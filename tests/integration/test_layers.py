@@ -23,7 +23,7 @@ def test_the_pure_core_imports_no_io_library():
 
 
 def test_importing_the_package_and_the_cli_pulls_in_no_heavy_library():
-    code = "import sys, auditor, auditor.cli, auditor.pipeline, auditor.lineage.gate; auditor.cli._load_commands(); print(sorted(m for m in ('torch', 'mlflow', 'boto3', 'docker', 'airflow') if m in sys.modules))"
+    code = "import sys, auditor, auditor.cli, auditor.steps, auditor.lineage.gate; auditor.cli._load_commands(); print(sorted(m for m in ('torch', 'mlflow', 'boto3', 'docker', 'airflow') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

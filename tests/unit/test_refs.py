@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.errors import BadInput
-from auditor.registry.refs import ModelRef, parse_ref
+from auditor.uris import ModelRef, parse_ref
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ recorded as data (``git_error``), never raised: the gate decides what that means
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import tempfile
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from auditor import git
 from auditor.contract import DIFF_FILE
+from auditor.digests import sha256_digest, sha256_hex
 from auditor.git import GitFailed
 from auditor.lineage.record import CodeInfo, UntrackedBinary
 from auditor.lineage.redact import redact_diff, redact_text
@@ -63,7 +63,7 @@ def git_info(repo_dir: Path | str = ".", *, env: Mapping[str, str] | None = None
     code = code.model_copy(
         update={
             "diff_redactions": redactions,
-            "diff_digest": "sha256:" + hashlib.sha256(diff.encode("utf-8")).hexdigest(),
+            "diff_digest": sha256_digest(diff),
             "diff_file": DIFF_FILE,
             "untracked_binary": binaries,
         }
@@ -121,7 +121,7 @@ def _diff_against_head(top: Path, excludes: Sequence[str] = ()) -> tuple[bytes, 
         for path in untracked:
             if path in binary_paths:
                 data = (top / path).read_bytes()
-                binaries.append(UntrackedBinary(path=path, sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+                binaries.append(UntrackedBinary(path=path, sha256=sha256_hex(data), size=len(data)))
                 if len(data) > MAX_BINARY_IN_DIFF:
                     excluded.append(path)
         pathspec = [*scope, *[f":(exclude,literal){p}" for p in excluded]]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from auditor.digests import DATA_VERSION_ID
 from auditor.errors import BadInput
 from auditor.lineage.record import DataRef
 
@@ -24,7 +24,7 @@ def parse_data_ref(spec: str) -> tuple[str, DataRef]:
 
 
 def _data_ref(uri: str, version: str | None) -> DataRef:
-    if version and re.fullmatch(r"(blake3|sha256):[0-9a-f]{64}", version):
+    if version and DATA_VERSION_ID.fullmatch(version):
         return DataRef(kind="snapshot", uri=uri, version=version)
     if uri.startswith("delta+") or uri.endswith("_delta_log"):
         return DataRef(kind="delta", uri=uri, version=version)

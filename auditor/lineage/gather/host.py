@@ -6,7 +6,6 @@ recorded as data (``torch_error``), never raised.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import platform
@@ -19,6 +18,7 @@ from typing import Any
 
 from auditor import settings as _settings
 from auditor.contract import ENV_TORCH_THREADS, THREAD_VARS
+from auditor.digests import sha256_digest
 from auditor.lineage.gather.packages import _lock_file, installed_packages, local_packages
 from auditor.lineage.record import EnvironmentInfo, Infrastructure
 from auditor.lineage.redact import redact_value
@@ -60,7 +60,7 @@ def _cpu() -> tuple[str | None, str | None]:
     flags = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
     flags_digest = None
     if flags:
-        flags_digest = "sha256:" + hashlib.sha256(" ".join(sorted(flags.group(1).split())).encode()).hexdigest()
+        flags_digest = sha256_digest(" ".join(sorted(flags.group(1).split())))
     return (model.group(1).strip() if model else None), flags_digest
 
 

@@ -5,7 +5,6 @@ Failures are recorded as data (a local package's ``error``), never raised.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import os
 import re
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor import git
+from auditor.digests import hasher, sha256_digest, sha256_file, sha256_hex, spelled
 from auditor.git import GitFailed
 from auditor.lineage.gather.code import own_excludes
 from auditor.lineage.record import LocalPackage
@@ -135,15 +135,15 @@ def _walk(source: Path) -> list[str]:
 def _tree_digest(source: Path, files: Sequence[str]) -> tuple[str, int]:
     if len(files) > MAX_TREE_FILES:
         raise ValueError(f"{source} holds more than {MAX_TREE_FILES} files: not digested")
-    total = hashlib.sha256()
+    total = hasher()
     size = 0
     for rel in files:
         data = (source / rel).read_bytes()
         size += len(data)
         if size > MAX_TREE_BYTES:
             raise ValueError(f"{source} holds more than {MAX_TREE_BYTES >> 20} MiB: not digested")
-        total.update(f"{rel}\0{hashlib.sha256(data).hexdigest()}\n".encode("utf-8", "surrogateescape"))
-    return "sha256:" + total.hexdigest(), len(files)
+        total.update(f"{rel}\0{sha256_hex(data)}\n".encode("utf-8", "surrogateescape"))
+    return spelled(total.hexdigest()), len(files)
 
 
 def _installed_digest(dist: Any) -> tuple[str, int]:
@@ -151,7 +151,7 @@ def _installed_digest(dist: Any) -> tuple[str, int]:
     entries = sorted(f"{f.as_posix()}\0{f.hash.value}" for f in (dist.files or []) if f.hash is not None)
     if not entries:
         raise ValueError("its RECORD lists no hashed files")
-    return "sha256:" + hashlib.sha256("\n".join(entries).encode("utf-8", "surrogateescape")).hexdigest(), len(entries)
+    return sha256_digest("\n".join(entries).encode("utf-8", "surrogateescape")), len(entries)
 
 
 def _lock_file(search: Sequence[Path]) -> tuple[str | None, str | None]:
@@ -161,7 +161,7 @@ def _lock_file(search: Sequence[Path]) -> tuple[str | None, str | None]:
             if path.is_file():
                 if name == "requirements.txt" and not _fully_pinned(path):
                     continue  # unpinned requirements are a wish, not a lock
-                return name, "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+                return name, sha256_file(path)
     return None, None
 
 

@@ -1,4 +1,4 @@
-"""Model references, spelled exactly as MLflow spells them.
+"""MLflow's URI grammars, in one place: model references (``models:/``) and run artifacts (``runs:/``).
 
 Two forms are accepted: ``models:/NAME/VERSION`` (a fixed version number) and
 ``models:/NAME@ALIAS`` (whatever version the alias points at when resolved).
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from auditor.errors import BadInput
 
 _SCHEME = "models:/"
+_RUNS = "runs:/"
+#: the forms a command's or a task's ref argument takes (help texts)
+REF_HELP = f"{_SCHEME}NAME/VERSION or {_SCHEME}NAME@ALIAS"
 # The rules MLflow's own validators apply (mlflow/utils/validation.py).
 _ALIAS = re.compile(r"^[\w\-]+$")
 _RESERVED_ALIAS = re.compile(r"^(latest|[vV]\d+)$", re.IGNORECASE)
@@ -99,3 +102,31 @@ def parse_ref(ref: str) -> ModelRef:
     if _RESERVED_ALIAS.match(alias):
         raise _bad(ref, f"has alias {alias!r}, a name MLflow reserves ('latest' and v<N>); use models:/NAME/VERSION")
     return ModelRef(name=name, alias=alias)
+
+
+def model_uri(name: str, version: str | int) -> str:
+    """``models:/NAME/VERSION``."""
+    return f"{_SCHEME}{name}/{version}"
+
+
+def model_alias_uri(name: str, alias: str) -> str:
+    """``models:/NAME@ALIAS``."""
+    return f"{_SCHEME}{name}@{alias}"
+
+
+def name_and_version(ref: str) -> tuple[str, str]:
+    """(NAME, VERSION-or-'') of a ``models:/NAME/VERSION`` string, without validating it (display only)."""
+    name, _, version = ref.removeprefix(_SCHEME).rpartition("/")
+    return name, version
+
+
+def run_artifact_uri(run_id: str, path: str) -> str:
+    """``runs:/RUN_ID/PATH``: an artifact of a run, as MLflow spells it."""
+    return f"{_RUNS}{run_id}/{path.lstrip('/')}"
+
+
+def run_artifact_path(uri: str) -> str | None:
+    """The artifact path inside its run of a ``runs:/RUN_ID/PATH`` URI; None for any other URI."""
+    if not uri.startswith(_RUNS) or uri.count("/") < 2:
+        return None
+    return uri[len(_RUNS):].split("/", 1)[1]
