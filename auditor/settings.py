@@ -1,9 +1,12 @@
-"""Frozen, typed settings: one declaration per setting, read once from the environment.
+"""Frozen, typed settings: each declared once, as a field, and read from the environment by pydantic-settings.
 
-Each setting is declared once below (``Setting``: the variable's name, its type, its default
-and a line of help), as MLflow's ``mlflow/environment_variables.py`` does; ``SETTINGS`` lists
+A setting is one field of ``Settings`` (or of ``KubernetesSettings``, the ``REPRO_K8S_*`` ones): the field's
+annotation is its type and ``setting(...)`` states the rest once: the environment variable, the default, the
+bounds and a line of help. pydantic parses and checks a value: ``Settings.from_env`` reads the whole
+environment through pydantic-settings, ``Setting.get`` one variable through the same type and bounds. The
+module-level names other modules import (``REPORTS``, ``HOME``, ...) are ``Setting`` views of those fields:
+``.name`` is the variable, ``.default``, ``.help`` and ``.choices`` are the declaration's. ``SETTINGS`` lists
 them all and ``describe()`` gives the rows a README table or ``--help`` is generated from.
-``Settings`` takes its field defaults from the declarations, so each default is stated once.
 
 Every variable is ``REPRO_*`` except ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY_URI``, which keep
 the names MLflow users already set. An unset or empty variable takes the default; a malformed one
@@ -26,366 +29,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
-from auditor.errors import BadInput
+from auditor.catalog import (  # noqa: F401 - the declaration types are part of the catalog
+    TYPES,
+    Cron,
+    Flag,
+    Lowered,
+    Names,
+    Pairs,
+    Setting,
+    _read,
+    declared,
+    setting,
+)
+from auditor.errors import BadInput  # noqa: F401
 
 log = logging.getLogger(__name__)
 
-#: the types a setting can have: how its text is parsed
-TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs", "cron", "list")
-#: schedules Airflow accepts that are not cron expressions
-_AIRFLOW_SCHEDULES = {"@once", "@continuous"}
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+# -- the declarations ----------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Setting:
-    """One environment variable: its name, type, default and help; ``get`` parses it.
-
-    ``attr`` is the ``Settings`` (or ``KubernetesSettings``) field it fills. ``derived`` says, for
-    the docs, what a default of ``None`` is derived from. ``minimum`` bounds an int; ``choices``
-    lists a choice's values (compared stripped and lower-cased); ``maximum`` caps an int; ``hint`` overrides the fix that
-    a malformed value's error suggests.
-    """
-
-    name: str
-    type: str
-    default: Any
-    help: str
-    attr: str
-    choices: tuple[str, ...] = ()
-    minimum: int | None = None
-    maximum: int | None = None
-    derived: str | None = None
-    hint: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.type not in TYPES:
-            raise ValueError(f"setting {self.name}: unknown type {self.type!r}")
-        if (self.type == "choice") != bool(self.choices):
-            raise ValueError(f"setting {self.name}: a choice, and only a choice, lists its choices")
-
-    def raw(self, env: Mapping[str, str] | None = None) -> str | None:
-        """The variable's text, ``None`` when unset or empty."""
-        value = (os.environ if env is None else env).get(self.name)
-        return value if value else None
-
-    def get(self, env: Mapping[str, str] | None = None) -> Any:
-        """The parsed value from ``env`` (default ``os.environ``), or the default when unset.
-
-        ``BadInput`` names the variable and the fix when the value is malformed.
-        """
-        raw = self.raw(env)
-        return self.default if raw is None else self.parse(raw)
-
-    def get_or_default(self, env: Mapping[str, str] | None = None) -> Any:
-        """Like ``get``, but never raises: a malformed value logs a warning and gives the default.
-
-        For code that must not fail where it runs (a DAG file while Airflow parses it); the task
-        that uses the setting resolves it again with ``get_settings()``, which does raise.
-        """
-        try:
-            return self.get(env)
-        except BadInput as exc:
-            log.warning("%s; using the default %r", exc, self.default)
-            return self.default
-
-    def parse(self, raw: str) -> Any:
-        """``raw`` as this setting's type; ``BadInput`` when it is not one."""
-        if self.type == "str":
-            return raw
-        if self.type == "path":
-            return Path(raw)
-        if self.type == "int":
-            return self._int(raw)
-        if self.type == "float":
-            try:
-                return float(raw)
-            except ValueError:
-                raise self._bad(raw, "a number") from None
-        if self.type == "bool":
-            lowered = raw.strip().lower()
-            if lowered in _TRUE:
-                return True
-            if lowered in _FALSE:
-                return False
-            raise self._bad(raw, "a boolean", hint="use true or false")
-        if self.type == "cron":
-            return self._cron(raw)
-        if self.type == "list":  # comma-separated names, compared stripped and lower-cased
-            return tuple(dict.fromkeys(item.strip().lower() for item in raw.split(",") if item.strip()))
-        if self.type == "choice":
-            lowered = raw.strip().lower()
-            if lowered not in self.choices:
-                raise self._bad(lowered, f"one of {', '.join(self.choices)}")
-            return lowered
-        return self._pairs(raw)
-
-    def _int(self, raw: str) -> int:
-        kind = "a positive integer" if self.minimum == 1 else "an integer"
-        try:
-            value = int(raw)
-        except ValueError:
-            raise self._bad(raw, kind) from None
-        if self.minimum is not None and value < self.minimum:
-            raise self._bad(raw, kind if self.minimum == 1 else f"an integer of at least {self.minimum}")
-        if self.maximum is not None and value > self.maximum:
-            raise self._bad(raw, f"an integer of at most {self.maximum}")
-        return value
-
-    def _cron(self, raw: str) -> str:
-        """A cron expression as Airflow validates it (croniter, which Airflow installs); without croniter, as given."""
-        try:
-            from croniter import croniter
-        except ImportError:  # no Airflow here: nothing schedules by it
-            return raw
-        if raw in _AIRFLOW_SCHEDULES or croniter.is_valid(raw):
-            return raw
-        raise self._bad(raw, "a cron expression", hint=f"set {self.name} to e.g. {self.default!r} (minute hour day month weekday)")
-
-    def _pairs(self, raw: str) -> tuple[tuple[str, str], ...]:
-        """``key=value[,key=value]`` as pairs, in order (a key given twice keeps its last value)."""
-        pairs: dict[str, str] = {}
-        if not raw.strip():
-            return ()
-        for item in raw.strip().split(","):
-            key, sep, value = item.strip().partition("=")
-            if not sep or not key:
-                raise self._bad(raw, "key=value[,key=value]")
-            pairs[key] = value
-        return tuple(pairs.items())
-
-    def _bad(self, raw: str, kind: str, *, hint: str | None = None) -> BadInput:
-        example = self.default if self.default not in (None, (), "") else None
-        fix = hint or self.hint or (f"set {self.name} to e.g. {example}" if example is not None else f"unset {self.name}")
-        return BadInput(f"environment variable {self.name}={raw!r} is not {kind}", hint=fix)
-
-    @property
-    def type_text(self) -> str:
-        """The type as the docs show it (a choice with its values)."""
-        return f"choice ({'|'.join(self.choices)})" if self.type == "choice" else self.type
-
-    @property
-    def default_text(self) -> str:
-        """The default as the docs show it (a derived default says what it derives from)."""
-        if self.derived is not None:
-            return self.derived
-        if self.default is None or self.default == ():
-            return "-"
-        if isinstance(self.default, bool):
-            return str(self.default).lower()
-        if self.type == "list":
-            return ",".join(self.default)
-        return str(self.default)
-
-
-# -- the declarations -----------------------------------------------------------------------
-
-HOME = Setting("REPRO_HOME", "path", Path(".repro"), "caches: git mirrors, workspaces", "home")
-SNAPSHOT_STORE = Setting(
-    "REPRO_SNAPSHOT_STORE", "str", None,
-    "default snapshot store: a path, file://..., s3://bucket/prefix or memory://...", "snapshot_store",
-    derived="$REPRO_HOME/snapshots",
-)
-REPORTS = Setting(
-    "REPRO_REPORTS", "str", "reports",
-    "where reports, the ledger and the index are published (a path or s3://...)", "reports",
-)
-TRACKING_URI = Setting(
-    "MLFLOW_TRACKING_URI", "str", None,
-    "the registry (any MLflow URI, or memory://NAME for tests)", "tracking_uri",
-    derived="sqlite:///$REPRO_HOME/mlflow.db",
-)
-REGISTRY_URI = Setting(
-    "MLFLOW_REGISTRY_URI", "str", None, "MLflow's model registry, when not the tracking server", "registry_uri",
-)
-IMAGE = Setting(
-    "REPRO_IMAGE", "str", None, "set by your orchestrator at training time: the image training runs in", "image_ref",
-)
-IMAGE_DIGEST = Setting(
-    "REPRO_IMAGE_DIGEST", "str", None, "set by your orchestrator at training time: that image's digest",
-    "image_digest",
-)
-INSTANCE_TYPE = Setting(
-    "REPRO_INSTANCE_TYPE", "str", None, "set by your orchestrator at training time: the instance type",
-    "instance_type",
-)
-RESPONSIBLE = Setting(
-    "REPRO_RESPONSIBLE", "str", "unassigned (set REPRO_RESPONSIBLE)", "the responsible person named in reports",
-    "responsible_person",
-)
-RUNNER = Setting("REPRO_RUNNER", "choice", "process", "how a rebuild runs: process or docker", "runner", choices=("process", "docker"))
-REBUILD_ENV = Setting(
-    "REPRO_REBUILD_ENV", "choice", "auditor",
-    "where the process runner rebuilds a record naming no image: recorded (a virtual environment recreated "
-    "from the recorded packages with uv) or auditor (the auditor's own; the drift is reported)",
-    "rebuild_env", choices=("recorded", "auditor"),
-)
-VENV_CACHE = Setting(
-    "REPRO_VENV_CACHE", "path", None, "where reconstructed environments are kept, one per recorded package set",
-    "venv_cache", derived="~/.cache/repro-audit/venvs",
-)
-FIND_LINKS = Setting(
-    "REPRO_FIND_LINKS", "str", None,
-    "wheels for reconstructed environments: folders of wheels or URLs of link pages, comma-separated", "find_links",
-)
-INDEX_URL = Setting(
-    "REPRO_INDEX_URL", "str", None, "the package index for reconstructed environments (default: uv's, PyPI)",
-    "index_url",
-)
-REBUILD_TIMEOUT_S = Setting(
-    "REPRO_REBUILD_TIMEOUT_S", "int", 3600, "seconds per run of the entrypoint (and the rebuild pod's deadline)",
-    "rebuild_timeout_s", minimum=1, maximum=30 * 86400,
-)
-RETRY_DELAY_S = Setting(
-    "REPRO_RETRY_DELAY_S", "int", 300, "the DAGs' retry delay in seconds (tests and the demo use 1-2 s)",
-    "retry_delay_s", minimum=0, maximum=86400,
-)
-NIGHTLY_SCHEDULE = Setting(
-    "REPRO_NIGHTLY_SCHEDULE", "cron", "0 2 * * *", "the nightly DAG's cron schedule", "nightly_schedule",
-)
-NIGHTLY_MAX_MODELS = Setting(
-    "REPRO_NIGHTLY_MAX_MODELS", "int", 5, "the nightly budget: models per night", "nightly_max_models",
-)
-NIGHTLY_BUDGET_HOURS = Setting(
-    "REPRO_NIGHTLY_BUDGET_HOURS", "float", 4.0, "the nightly budget: accelerator-hours per night",
-    "nightly_budget_hours",
-)
-REQUIRE_OBJECT_LOCK = Setting(
-    "REPRO_REQUIRE_OBJECT_LOCK", "bool", False,
-    "refuse to publish to a bucket without Object Lock in compliance mode", "require_object_lock",
-)
-LOCK_RETENTION_DAYS = Setting(
-    "REPRO_LOCK_RETENTION_DAYS", "int", 365 * 7, "days a published object stays locked", "lock_retention_days",
-)
-PRODUCTION_ALIASES = Setting(
-    "REPRO_PRODUCTION_ALIASES", "list", ("champion", "live", "prod", "production", "serving"),
-    "aliases that mark a version as serving: always sampled (comma list)", "production_aliases",
-)
-REBUILD_BACKEND = Setting(
-    "REPRO_REBUILD_BACKEND", "choice", "celery",
-    "the route of rebuild tasks: celery (gpu queue) or kubernetes (one pod per rebuild)", "rebuild_backend",
-    choices=("celery", "kubernetes"),
-    hint="set REPRO_REBUILD_BACKEND=celery (gpu queue) or kubernetes (one pod per rebuild)",
-)
-SIGNING_KEY = Setting(
-    "REPRO_SIGNING_KEY", "str", None,
-    "signs each audit's in-toto attestation: an Ed25519 PEM private key file (repro-audit evidence keygen) or a "
-    "signer URI (awskms:, gcpkms:, azurekms:, hv:, hsm:, file2:); unset: audits are published unsigned",
-    "signing_key",
-)
-SIGNING_PUBLIC_KEY = Setting(
-    "REPRO_SIGNING_PUBLIC_KEY", "str", None, "the PEM public key of a signer URI in REPRO_SIGNING_KEY",
-    "signing_public_key",
-)
-SIGNER = Setting(
-    "REPRO_SIGNER", "str", None, "who signs, as reports and attestations name them", "signer",
-    derived="REPRO_RESPONSIBLE",
-)
-AUDIT_EXPERIMENT = Setting(
-    "REPRO_AUDIT_EXPERIMENT", "str", "repro-audit-audits",
-    "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
-    "audit_experiment",
-)
-
-# Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
-MLFLOW_HTTP_RETRIES = Setting(
-    "REPRO_MLFLOW_HTTP_RETRIES", "int", 2,
-    "retries of a failed MLflow HTTP request (each retry is logged); sets MLFLOW_HTTP_REQUEST_MAX_RETRIES "
-    "unless that is set", "mlflow_http_retries", minimum=0,
-)
-MLFLOW_HTTP_TIMEOUT_S = Setting(
-    "REPRO_MLFLOW_HTTP_TIMEOUT_S", "int", 30,
-    "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set",
-    "mlflow_http_timeout_s", minimum=1,
-)
-OVERDUE_DAYS = Setting(
-    "REPRO_OVERDUE_DAYS", "int", 30, "days after its last audit a registered version counts as overdue",
-    "overdue_days", minimum=1,
-)
-
-# The Kubernetes route (REPRO_REBUILD_BACKEND=kubernetes): what the platform team provides.
-K8S_IMAGE = Setting(
-    "REPRO_K8S_IMAGE", "str", None,
-    "the trainer image by digest, REGISTRY/REPO@sha256:<64 hex> (required on the kubernetes route)", "image",
-)
-K8S_NAMESPACE = Setting("REPRO_K8S_NAMESPACE", "str", "repro-audit", "the rebuild pods' namespace", "namespace")
-K8S_GPUS = Setting("REPRO_K8S_GPUS", "int", 1, "GPUs per rebuild pod (limit and request)", "gpus", minimum=1)
-K8S_CPU = Setting("REPRO_K8S_CPU", "str", "4", "CPU per rebuild pod (limit and request)", "cpu")
-K8S_MEMORY = Setting("REPRO_K8S_MEMORY", "str", "16Gi", "memory per rebuild pod (limit and request)", "memory")
-K8S_WORK_SIZE = Setting("REPRO_K8S_WORK_SIZE", "str", "50Gi", "size of the pod's /work scratch volume", "work_size")
-K8S_SERVICE_ACCOUNT = Setting(
-    "REPRO_K8S_SERVICE_ACCOUNT", "str", "repro-rebuild", "the pods' service account (no API permissions needed)",
-    "service_account",
-)
-K8S_CONFIGMAP = Setting(
-    "REPRO_K8S_CONFIGMAP", "str", "repro-audit-settings", "the ConfigMap holding the non-secret settings",
-    "config_map",
-)
-K8S_SECRET = Setting(
-    "REPRO_K8S_SECRET", "str", "repro-audit-credentials", "the Secret holding the credentials", "secret",
-)
-K8S_NODE_SELECTOR = Setting(
-    "REPRO_K8S_NODE_SELECTOR", "pairs", (), "the GPU nodes to schedule on, key=value[,key=value]", "node_selector",
-    hint="e.g. REPRO_K8S_NODE_SELECTOR=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
-)
-K8S_PRIORITY_CLASS = Setting(
-    "REPRO_K8S_PRIORITY_CLASS", "str", None, "the pods' priority class", "priority_class",
-)
-K8S_IMAGE_PULL_SECRET = Setting(
-    "REPRO_K8S_IMAGE_PULL_SECRET", "str", None, "a pull secret, if the registry is private", "image_pull_secret",
-)
-
-# Airflow (read by auditor.deploy.airflow in the DAG processor and the task, never by the library).
-NOTIFY_EMAIL = Setting(
-    "REPRO_NOTIFY_EMAIL", "str", None,
-    "who is mailed (comma list) when an audit is not reproduced or a DAG run fails; unset: no mail", "notify_email",
-)
-SMTP_CONN_ID = Setting("REPRO_SMTP_CONN_ID", "str", "smtp_default", "the Airflow Connection the mail goes through", "smtp_conn_id")
-MLFLOW_CONN_ID = Setting(
-    "REPRO_MLFLOW_CONN_ID", "str", "repro_mlflow",
-    "the Airflow Connection holding the tracking URI (else MLFLOW_TRACKING_URI)", "mlflow_conn_id",
-)
-S3_CONN_ID = Setting(
-    "REPRO_S3_CONN_ID", "str", "repro_s3",
-    "the Airflow (aws) Connection holding the S3 endpoint and credentials (else AWS_* variables)", "s3_conn_id",
-)
-TRAINING_ASSET = Setting(
-    "REPRO_TRAINING_ASSET", "str", "mlflow://models",
-    "the Asset a training DAG updates (extra model_uri) to have the new version audited", "training_asset",
-)
-AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET)
-
-KUBERNETES_SETTINGS = (
-    K8S_IMAGE, K8S_NAMESPACE, K8S_GPUS, K8S_CPU, K8S_MEMORY, K8S_WORK_SIZE, K8S_SERVICE_ACCOUNT, K8S_CONFIGMAP,
-    K8S_SECRET, K8S_NODE_SELECTOR, K8S_PRIORITY_CLASS, K8S_IMAGE_PULL_SECRET,
-)
-_TOP_LEVEL = (
-    TRACKING_URI, REGISTRY_URI, HOME, SNAPSHOT_STORE, REPORTS, RUNNER, REBUILD_TIMEOUT_S, RETRY_DELAY_S,
-    NIGHTLY_SCHEDULE, NIGHTLY_MAX_MODELS, NIGHTLY_BUDGET_HOURS, RESPONSIBLE, REQUIRE_OBJECT_LOCK,
-    LOCK_RETENTION_DAYS, IMAGE, IMAGE_DIGEST, INSTANCE_TYPE, REBUILD_BACKEND, PRODUCTION_ALIASES, *AIRFLOW_SETTINGS,
-    SIGNING_KEY, SIGNING_PUBLIC_KEY, SIGNER, AUDIT_EXPERIMENT,
-    MLFLOW_HTTP_RETRIES, MLFLOW_HTTP_TIMEOUT_S, OVERDUE_DAYS,
-    REBUILD_ENV, VENV_CACHE, FIND_LINKS, INDEX_URL,
-)
-#: every setting, in the order the docs list them
-SETTINGS: tuple[Setting, ...] = _TOP_LEVEL + KUBERNETES_SETTINGS
-BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-
-
-def describe() -> list[tuple[str, str, str, str]]:
-    """``(name, type, default, help)`` for every setting, in the docs' order (for README / ``--help``)."""
-    return [(s.name, s.type_text, s.default_text, s.help) for s in SETTINGS]
+#: the SQLite file of the embedded default registry, under REPRO_HOME
+MLFLOW_DB = "mlflow.db"
 
 
 def _snapshot_store_under(home: Path) -> str:
     return str(home / "snapshots")
-
-
-#: the SQLite file of the embedded default registry, under REPRO_HOME
-MLFLOW_DB = "mlflow.db"
 
 
 def tracking_uri_under(home: Path) -> str:
@@ -397,66 +66,178 @@ def tracking_uri_under(home: Path) -> str:
 class KubernetesSettings:
     """What a platform team provides for the Kubernetes route (``REPRO_K8S_*``); checked by ``PodSettings``."""
 
-    image: str | None = K8S_IMAGE.default
-    namespace: str = K8S_NAMESPACE.default
-    gpus: int = K8S_GPUS.default
-    cpu: str = K8S_CPU.default
-    memory: str = K8S_MEMORY.default
-    work_size: str = K8S_WORK_SIZE.default
-    service_account: str = K8S_SERVICE_ACCOUNT.default
-    config_map: str = K8S_CONFIGMAP.default
-    secret: str = K8S_SECRET.default
-    node_selector: tuple[tuple[str, str], ...] = K8S_NODE_SELECTOR.default
-    priority_class: str | None = K8S_PRIORITY_CLASS.default
-    image_pull_secret: str | None = K8S_IMAGE_PULL_SECRET.default
+    image: str | None = setting(
+        "REPRO_K8S_IMAGE", None,
+        "the trainer image by digest, REGISTRY/REPO@sha256:<64 hex> (required on the kubernetes route)",
+    )
+    namespace: str = setting("REPRO_K8S_NAMESPACE", "repro-audit", "the rebuild pods' namespace")
+    gpus: int = setting("REPRO_K8S_GPUS", 1, "GPUs per rebuild pod (limit and request)", ge=1)
+    cpu: str = setting("REPRO_K8S_CPU", "4", "CPU per rebuild pod (limit and request)")
+    memory: str = setting("REPRO_K8S_MEMORY", "16Gi", "memory per rebuild pod (limit and request)")
+    work_size: str = setting("REPRO_K8S_WORK_SIZE", "50Gi", "size of the pod's /work scratch volume")
+    service_account: str = setting(
+        "REPRO_K8S_SERVICE_ACCOUNT", "repro-rebuild", "the pods' service account (no API permissions needed)",
+    )
+    config_map: str = setting(
+        "REPRO_K8S_CONFIGMAP", "repro-audit-settings", "the ConfigMap holding the non-secret settings",
+    )
+    secret: str = setting("REPRO_K8S_SECRET", "repro-audit-credentials", "the Secret holding the credentials")
+    node_selector: Pairs = setting(
+        "REPRO_K8S_NODE_SELECTOR", (), "the GPU nodes to schedule on, key=value[,key=value]",
+        hint="e.g. REPRO_K8S_NODE_SELECTOR=nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3",
+    )
+    priority_class: str | None = setting("REPRO_K8S_PRIORITY_CLASS", None, "the pods' priority class")
+    image_pull_secret: str | None = setting(
+        "REPRO_K8S_IMAGE_PULL_SECRET", None, "a pull secret, if the registry is private",
+    )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> KubernetesSettings:
         """Read only the ``REPRO_K8S_*`` variables; ``BadInput`` names a malformed one."""
-        env = os.environ if env is None else env
-        return cls(**{s.attr: s.get(env) for s in KUBERNETES_SETTINGS})
+        return cls(**_read(cls, env))
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything configurable, with the embedded defaults of ``make demo`` (each from its declaration)."""
+    """Everything configurable, with the embedded defaults of ``make demo``; each field declares one setting.
 
-    home: Path = HOME.default
-    snapshot_store: str = _snapshot_store_under(HOME.default)
-    reports: str = REPORTS.default
-    tracking_uri: str = tracking_uri_under(HOME.default)
-    registry_uri: str | None = REGISTRY_URI.default
-    image_ref: str | None = IMAGE.default
-    image_digest: str | None = IMAGE_DIGEST.default
-    instance_type: str | None = INSTANCE_TYPE.default
-    responsible_person: str = RESPONSIBLE.default
-    runner: str = RUNNER.default
-    rebuild_timeout_s: int = REBUILD_TIMEOUT_S.default
-    retry_delay_s: int = RETRY_DELAY_S.default
-    nightly_schedule: str = NIGHTLY_SCHEDULE.default
-    nightly_max_models: int = NIGHTLY_MAX_MODELS.default
-    nightly_budget_hours: float = NIGHTLY_BUDGET_HOURS.default
-    require_object_lock: bool = REQUIRE_OBJECT_LOCK.default
-    lock_retention_days: int = LOCK_RETENTION_DAYS.default
-    rebuild_backend: str = REBUILD_BACKEND.default
-    signing_key: str | None = SIGNING_KEY.default
-    signing_public_key: str | None = SIGNING_PUBLIC_KEY.default
-    signer: str | None = SIGNER.default
-    audit_experiment: str = AUDIT_EXPERIMENT.default
-    mlflow_http_retries: int = MLFLOW_HTTP_RETRIES.default
-    mlflow_http_timeout_s: int = MLFLOW_HTTP_TIMEOUT_S.default
-    overdue_days: int = OVERDUE_DAYS.default
-    production_aliases: tuple[str, ...] = PRODUCTION_ALIASES.default
-    notify_email: str | None = NOTIFY_EMAIL.default
-    smtp_conn_id: str = SMTP_CONN_ID.default
-    mlflow_conn_id: str = MLFLOW_CONN_ID.default
-    s3_conn_id: str = S3_CONN_ID.default
-    training_asset: str = TRAINING_ASSET.default
-    rebuild_env: str = REBUILD_ENV.default
-    venv_cache: Path | None = VENV_CACHE.default
-    find_links: str | None = FIND_LINKS.default
-    index_url: str | None = INDEX_URL.default
+    The fields are in the order the docs list them. ``snapshot_store`` and ``tracking_uri`` default to
+    the folder and the SQLite registry under ``home``.
+    """
+
+    tracking_uri: str = setting(
+        "MLFLOW_TRACKING_URI", None, "the registry (any MLflow URI, or memory://NAME for tests)",
+        derived="sqlite:///$REPRO_HOME/mlflow.db",
+    )
+    registry_uri: str | None = setting(
+        "MLFLOW_REGISTRY_URI", None, "MLflow's model registry, when not the tracking server",
+    )
+    home: Path = setting("REPRO_HOME", Path(".repro"), "caches: git mirrors, workspaces")
+    snapshot_store: str = setting(
+        "REPRO_SNAPSHOT_STORE", None,
+        "default snapshot store: a path, file://..., s3://bucket/prefix or memory://...",
+        derived="$REPRO_HOME/snapshots",
+    )
+    reports: str = setting(
+        "REPRO_REPORTS", "reports", "where reports, the ledger and the index are published (a path or s3://...)",
+    )
+    runner: Annotated[Literal["process", "docker"], Lowered] = setting(
+        "REPRO_RUNNER", "process", "how a rebuild runs: process or docker",
+    )
+    rebuild_timeout_s: int = setting(
+        "REPRO_REBUILD_TIMEOUT_S", 3600, "seconds per run of the entrypoint (and the rebuild pod's deadline)",
+        ge=1, le=30 * 86400,
+    )
+    retry_delay_s: int = setting(
+        "REPRO_RETRY_DELAY_S", 300, "the DAGs' retry delay in seconds (tests and the demo use 1-2 s)",
+        ge=0, le=86400,
+    )
+    nightly_schedule: Cron = setting("REPRO_NIGHTLY_SCHEDULE", "0 2 * * *", "the nightly DAG's cron schedule")
+    nightly_max_models: int = setting("REPRO_NIGHTLY_MAX_MODELS", 5, "the nightly budget: models per night")
+    nightly_budget_hours: float = setting(
+        "REPRO_NIGHTLY_BUDGET_HOURS", 4.0, "the nightly budget: accelerator-hours per night",
+    )
+    responsible_person: str = setting(
+        "REPRO_RESPONSIBLE", "unassigned (set REPRO_RESPONSIBLE)", "the responsible person named in reports",
+    )
+    require_object_lock: Flag = setting(
+        "REPRO_REQUIRE_OBJECT_LOCK", False, "refuse to publish to a bucket without Object Lock in compliance mode",
+    )
+    lock_retention_days: int = setting("REPRO_LOCK_RETENTION_DAYS", 365 * 7, "days a published object stays locked")
+    image_ref: str | None = setting(
+        "REPRO_IMAGE", None, "set by your orchestrator at training time: the image training runs in",
+    )
+    image_digest: str | None = setting(
+        "REPRO_IMAGE_DIGEST", None, "set by your orchestrator at training time: that image's digest",
+    )
+    instance_type: str | None = setting(
+        "REPRO_INSTANCE_TYPE", None, "set by your orchestrator at training time: the instance type",
+    )
+    rebuild_backend: Annotated[Literal["celery", "kubernetes"], Lowered] = setting(
+        "REPRO_REBUILD_BACKEND", "celery",
+        "the route of rebuild tasks: celery (gpu queue) or kubernetes (one pod per rebuild)",
+        hint="set REPRO_REBUILD_BACKEND=celery (gpu queue) or kubernetes (one pod per rebuild)",
+    )
+    production_aliases: Names = setting(
+        "REPRO_PRODUCTION_ALIASES", ("champion", "live", "prod", "production", "serving"),
+        "aliases that mark a version as serving: always sampled (comma list)",
+    )
+
+    # Airflow (read by auditor.airflow in the DAG processor and the task, never by the library).
+    notify_email: str | None = setting(
+        "REPRO_NOTIFY_EMAIL", None,
+        "who is mailed (comma list) when an audit is not reproduced or a DAG run fails; unset: no mail",
+    )
+    smtp_conn_id: str = setting("REPRO_SMTP_CONN_ID", "smtp_default", "the Airflow Connection the mail goes through")
+    mlflow_conn_id: str = setting(
+        "REPRO_MLFLOW_CONN_ID", "repro_mlflow",
+        "the Airflow Connection holding the tracking URI (else MLFLOW_TRACKING_URI)",
+    )
+    s3_conn_id: str = setting(
+        "REPRO_S3_CONN_ID", "repro_s3",
+        "the Airflow (aws) Connection holding the S3 endpoint and credentials (else AWS_* variables)",
+    )
+    training_asset: str = setting(
+        "REPRO_TRAINING_ASSET", "mlflow://models",
+        "the Asset a training DAG updates (extra model_uri) to have the new version audited",
+    )
+
+    signing_key: str | None = setting(
+        "REPRO_SIGNING_KEY", None,
+        "signs each audit's in-toto attestation: an Ed25519 PEM private key file (repro-audit evidence keygen) or "
+        "a signer URI (awskms:, gcpkms:, azurekms:, hv:, hsm:, file2:); unset: audits are published unsigned",
+    )
+    signing_public_key: str | None = setting(
+        "REPRO_SIGNING_PUBLIC_KEY", None, "the PEM public key of a signer URI in REPRO_SIGNING_KEY",
+    )
+    signer: str | None = setting(
+        "REPRO_SIGNER", None, "who signs, as reports and attestations name them", derived="REPRO_RESPONSIBLE",
+    )
+    audit_experiment: str = setting(
+        "REPRO_AUDIT_EXPERIMENT", "repro-audit-audits",
+        "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
+    )
+
+    # Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
+    mlflow_http_retries: int = setting(
+        "REPRO_MLFLOW_HTTP_RETRIES", 2,
+        "retries of a failed MLflow HTTP request (each retry is logged); sets MLFLOW_HTTP_REQUEST_MAX_RETRIES "
+        "unless that is set", ge=0,
+    )
+    mlflow_http_timeout_s: int = setting(
+        "REPRO_MLFLOW_HTTP_TIMEOUT_S", 30,
+        "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set", ge=1,
+    )
+    overdue_days: int = setting(
+        "REPRO_OVERDUE_DAYS", 30, "days after its last audit a registered version counts as overdue", ge=1,
+    )
+
+    # Rebuilding a record that names no image (the process runner).
+    rebuild_env: Annotated[Literal["recorded", "auditor"], Lowered] = setting(
+        "REPRO_REBUILD_ENV", "auditor",
+        "where the process runner rebuilds a record naming no image: recorded (a virtual environment recreated "
+        "from the recorded packages with uv) or auditor (the auditor's own; the drift is reported)",
+    )
+    venv_cache: Path | None = setting(
+        "REPRO_VENV_CACHE", None, "where reconstructed environments are kept, one per recorded package set",
+        derived="~/.cache/repro-audit/venvs",
+    )
+    find_links: str | None = setting(
+        "REPRO_FIND_LINKS", None,
+        "wheels for reconstructed environments: folders of wheels or URLs of link pages, comma-separated",
+    )
+    index_url: str | None = setting(
+        "REPRO_INDEX_URL", None, "the package index for reconstructed environments (default: uv's, PyPI)",
+    )
+
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+
+    def __post_init__(self) -> None:
+        # the defaults derived from home (declared with ``derived=``)
+        if self.snapshot_store is None:
+            object.__setattr__(self, "snapshot_store", _snapshot_store_under(Path(self.home)))
+        if self.tracking_uri is None:
+            object.__setattr__(self, "tracking_uri", tracking_uri_under(Path(self.home)))
 
     @property
     def git_cache(self) -> Path:
@@ -477,12 +258,71 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Every setting from ``env`` (default ``os.environ``); ``BadInput`` names the first malformed one."""
-        env = os.environ if env is None else env
-        values = {s.attr: s.get(env) for s in _TOP_LEVEL}
-        home = values["home"]
-        values["snapshot_store"] = values["snapshot_store"] or _snapshot_store_under(home)
-        values["tracking_uri"] = values["tracking_uri"] or tracking_uri_under(home)
-        return cls(**values, kubernetes=KubernetesSettings.from_env(env))
+        return cls(**_read(cls, env), kubernetes=KubernetesSettings.from_env(env))
+
+
+#: the Kubernetes route's settings (``REPRO_K8S_*``)
+KUBERNETES_SETTINGS = declared(KubernetesSettings)
+#: every setting, in the order the docs list them
+SETTINGS: tuple[Setting, ...] = declared(Settings) + KUBERNETES_SETTINGS
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+_TOP = {s.attr: s for s in declared(Settings)}
+_K8S = {s.attr: s for s in KUBERNETES_SETTINGS}
+
+# The names other modules import: each a view of one field above.
+TRACKING_URI = _TOP["tracking_uri"]
+REGISTRY_URI = _TOP["registry_uri"]
+HOME = _TOP["home"]
+SNAPSHOT_STORE = _TOP["snapshot_store"]
+REPORTS = _TOP["reports"]
+RUNNER = _TOP["runner"]
+REBUILD_TIMEOUT_S = _TOP["rebuild_timeout_s"]
+RETRY_DELAY_S = _TOP["retry_delay_s"]
+NIGHTLY_SCHEDULE = _TOP["nightly_schedule"]
+NIGHTLY_MAX_MODELS = _TOP["nightly_max_models"]
+NIGHTLY_BUDGET_HOURS = _TOP["nightly_budget_hours"]
+RESPONSIBLE = _TOP["responsible_person"]
+REQUIRE_OBJECT_LOCK = _TOP["require_object_lock"]
+LOCK_RETENTION_DAYS = _TOP["lock_retention_days"]
+IMAGE = _TOP["image_ref"]
+IMAGE_DIGEST = _TOP["image_digest"]
+INSTANCE_TYPE = _TOP["instance_type"]
+REBUILD_BACKEND = _TOP["rebuild_backend"]
+PRODUCTION_ALIASES = _TOP["production_aliases"]
+NOTIFY_EMAIL = _TOP["notify_email"]
+SMTP_CONN_ID = _TOP["smtp_conn_id"]
+MLFLOW_CONN_ID = _TOP["mlflow_conn_id"]
+S3_CONN_ID = _TOP["s3_conn_id"]
+TRAINING_ASSET = _TOP["training_asset"]
+SIGNING_KEY = _TOP["signing_key"]
+SIGNING_PUBLIC_KEY = _TOP["signing_public_key"]
+SIGNER = _TOP["signer"]
+AUDIT_EXPERIMENT = _TOP["audit_experiment"]
+MLFLOW_HTTP_RETRIES = _TOP["mlflow_http_retries"]
+MLFLOW_HTTP_TIMEOUT_S = _TOP["mlflow_http_timeout_s"]
+OVERDUE_DAYS = _TOP["overdue_days"]
+REBUILD_ENV = _TOP["rebuild_env"]
+VENV_CACHE = _TOP["venv_cache"]
+FIND_LINKS = _TOP["find_links"]
+INDEX_URL = _TOP["index_url"]
+K8S_IMAGE = _K8S["image"]
+K8S_NAMESPACE = _K8S["namespace"]
+K8S_GPUS = _K8S["gpus"]
+K8S_CPU = _K8S["cpu"]
+K8S_MEMORY = _K8S["memory"]
+K8S_WORK_SIZE = _K8S["work_size"]
+K8S_SERVICE_ACCOUNT = _K8S["service_account"]
+K8S_CONFIGMAP = _K8S["config_map"]
+K8S_SECRET = _K8S["secret"]
+K8S_NODE_SELECTOR = _K8S["node_selector"]
+K8S_PRIORITY_CLASS = _K8S["priority_class"]
+K8S_IMAGE_PULL_SECRET = _K8S["image_pull_secret"]
+AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET)
+
+
+def describe() -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, help)`` for every setting, in the docs' order (for README / ``--help``)."""
+    return [(s.name, s.type_text, s.default_text, s.help) for s in SETTINGS]
 
 
 # A training process (the SDK) reads only what it uses: a malformed setting of the auditor's own

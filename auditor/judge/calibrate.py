@@ -17,13 +17,11 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, get_args
 
 from auditor.errors import BadInput
-from auditor.judge.result import Band
+from auditor.judge.result import Band, Direction
 from auditor.judge.tolerance import as_number
-
-Direction = Literal["higher", "lower", "none"]
 
 #: the band's half-width floor, in float32 ULPs at the largest |value| (see the module docstring)
 RESOLUTION_ULPS = 4
@@ -164,23 +162,11 @@ def default_direction(metric: str) -> Direction:
     return metric_kind(metric)[0]
 
 
-def band_from_runs(
-    metric: str,
-    values: Sequence[Any],
-    *,
-    direction: Direction,
-    runs: Sequence[str],
-    reference: float | None = None,
-    confidence: float = 0.99,
-    calibrated_at: str | None = None,
-) -> Band:
-    """A calibrated band for ``metric`` from one value per named rerun.
-
-    ``reference`` is stored as the band's reference (the registered value, say); the band is centred on
-    the reruns' mean. The spread (n, mean, std, min, max, t, half_width, resolution, confidence) is kept
-    on the band as the metric's noise floor.
-    """
-    if direction not in ("higher", "lower", "none"):
+def _finite_values(
+    metric: str, values: Sequence[Any], *, direction: str, runs: Sequence[str], reference: Any, confidence: float
+) -> list[float]:
+    """The reruns' values as floats, once the calibration's inputs are checked; ``BadInput`` names what is wrong."""
+    if direction not in get_args(Direction):
         raise BadInput(f"calibration of {metric!r}: direction must be higher, lower or none, got {direction!r}")
     if not 0.0 < confidence < 1.0:
         raise BadInput(f"calibration of {metric!r}: confidence must be between 0 and 1, got {confidence!r}")
@@ -199,7 +185,11 @@ def band_from_runs(
         numbers.append(number)
     if reference is not None and (as_number(reference) is None or not math.isfinite(reference)):
         raise BadInput(f"calibration of {metric!r}: reference {reference!r} is not a finite number")
+    return numbers
 
+
+def _interval(numbers: Sequence[float], confidence: float) -> dict[str, float]:
+    """The prediction interval's numbers: n, mean, std, min, max, t, half_width, resolution, confidence."""
     n = len(numbers)
     # Shifted by the first value: exact when every rerun agrees, and less cancellation in the variance.
     mean = numbers[0] + math.fsum(x - numbers[0] for x in numbers) / n
@@ -207,6 +197,31 @@ def band_from_runs(
     t = t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1)
     floor = resolution([*numbers, mean])
     half = max(t * std * math.sqrt(1.0 + 1.0 / n), floor)
+    return {"n": float(n), "mean": mean, "std": std, "min": min(numbers), "max": max(numbers), "t": t,
+            "half_width": half, "resolution": floor, "confidence": confidence}
+
+
+def band_from_runs(
+    metric: str,
+    values: Sequence[Any],
+    *,
+    direction: Direction,
+    runs: Sequence[str],
+    reference: float | None = None,
+    confidence: float = 0.99,
+    calibrated_at: str | None = None,
+) -> Band:
+    """A calibrated band for ``metric`` from one value per named rerun.
+
+    ``reference`` is stored as the band's reference (the registered value, say); the band is centred on
+    the reruns' mean. The spread (n, mean, std, min, max, t, half_width, resolution, confidence) is kept
+    on the band as the metric's noise floor.
+    """
+    numbers = _finite_values(
+        metric, values, direction=direction, runs=runs, reference=reference, confidence=confidence
+    )
+    spread = _interval(numbers, confidence)
+    mean, half = spread["mean"], spread["half_width"]
     low, high = metric_kind(metric)[1]  # a band never leaves the values its metric can take
     lower, upper = max(mean - half, low), min(mean + half, high)
     level = f"{1.0 - (1.0 - confidence) / 2.0:g}"
@@ -218,22 +233,12 @@ def band_from_runs(
         direction=direction,
         provenance="calibrated",
         method=(
-            f"prediction interval mean ± t(n-1, {level})·s·√(1+1/n) over {n} seed-varied reruns, "
+            f"prediction interval mean ± t(n-1, {level})·s·√(1+1/n) over {len(numbers)} seed-varied reruns, "
             f"half-width at least {RESOLUTION_ULPS} float32 ULPs"
             + ("" if (lower, upper) == (mean - half, mean + half) else f", clipped to the metric's domain [{low:g}, {high:g}]")
         ),
         runs=list(runs),
-        spread={
-            "n": float(n),
-            "mean": mean,
-            "std": std,
-            "min": min(numbers),
-            "max": max(numbers),
-            "t": t,
-            "half_width": half,
-            "resolution": floor,
-            "confidence": confidence,
-        },
+        spread=spread,
         calibrated_at=calibrated_at,
     )
 

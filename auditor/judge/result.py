@@ -1,39 +1,18 @@
 """The audit result: one object holding everything a report needs.
 
 Pure data (pydantic), serialised as the JSON evidence file that the HTML report
-is rendered from. Produced by ``auditor.pipeline.audit``; read by
+is rendered from. Produced by ``auditor.steps.audit``; read by
 ``auditor.report``.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from auditor.errors import EXIT_CODES
 from auditor.lineage.findings import Finding
-
-
-class Verdict(StrEnum):
-    """Overall verdicts, strongest first."""
-
-    REPRODUCED_BITWISE = "REPRODUCED_BITWISE"
-    REPRODUCED_WITHIN_TOLERANCE = "REPRODUCED_WITHIN_TOLERANCE"
-    OUT_OF_TOLERANCE = "OUT_OF_TOLERANCE"
-    NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"
-    ERROR = "ERROR"
-
-    @property
-    def reproduced(self) -> bool:
-        return self in (Verdict.REPRODUCED_BITWISE, Verdict.REPRODUCED_WITHIN_TOLERANCE)
-
-    @property
-    def exit_code(self) -> int:
-        """The CLI's and the pod's exit status for this verdict (``auditor.errors.EXIT_CODES``)."""
-        return EXIT_CODES[self.value]
-
+from auditor.outcomes import Verdict
 
 TierName = Literal["lineage", "artifact_recovery", "statistical", "bitwise"]
 TierStatus = Literal["pass", "fail", "skipped", "error"]
@@ -50,15 +29,24 @@ class TierResult(_Model):
     details: list[str] = Field(default_factory=list)
 
 
+#: which way a metric is better (``none``: neither)
+Direction = Literal["higher", "lower", "none"]
+#: who set a band: its owner by hand, or a calibration from reruns
+Provenance = Literal["declared", "calibrated"]
+
+
 class Band(_Model):
-    """A tolerance band for one metric of one model version. Values on an edge pass."""
+    """A tolerance band for one metric of one model version. Values on an edge pass.
+
+    Built in code as it is; a stored one is checked on load (``auditor.judge.tolerance.StoredBand``).
+    """
 
     metric: str
     lower: float
     upper: float
     reference: float | None = None
-    direction: Literal["higher", "lower", "none"] = "none"
-    provenance: Literal["declared", "calibrated"] = "declared"
+    direction: Direction = "none"
+    provenance: Provenance = "declared"
     method: str | None = None  # e.g. "prediction interval mean ± t(n-1,0.995)·s·√(1+1/n)"
     runs: list[str] = Field(default_factory=list)  # rerun ids the band was calibrated from
     spread: dict[str, float] = Field(default_factory=dict)  # noise floor: n, mean, std, min, max
@@ -197,7 +185,7 @@ class AuditResult(_Model):
     runner: str | None = None
     #: every calibration of this version (newest last): run id, when, from how many reruns, and which judged
     calibrations: list[dict[str, Any]] = Field(default_factory=list)
-    segments: SegmentReplay | None = None  # a segment audit (``pipeline.audit_segments``); None: a full rebuild
+    segments: SegmentReplay | None = None  # a segment audit (``auditor.steps.segments``); None: a full rebuild
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json")

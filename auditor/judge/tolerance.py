@@ -26,19 +26,28 @@ import json
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from auditor.canonical import canonical_json
 from auditor.errors import MalformedRecord
-from auditor.judge.result import Band, MetricResult
+from auditor.judge.result import Band, Direction, MetricResult, Provenance
 from auditor.tags import TAG_BANDS
 
 BANDS_SCHEMA = "repro.bands/1"
 BANDS_TAG = TAG_BANDS
 
-_DIRECTIONS = ("higher", "lower", "none")
-_PROVENANCES = ("declared", "calibrated")
-_BAND_FIELDS = set(Band.model_fields) | {"abs_tol", "rel_tol"}
 _HINT = "fix the band (its format: README.md, section \"Band format\") or re-run `repro-audit calibrate`"
 
 
@@ -62,110 +71,131 @@ def _display(value: Any) -> float | str | None:
 # -- loading and validation ---------------------------------------------------------------------------
 
 
-def _bad(source: str, metric: str, field: str, problem: str) -> MalformedRecord:
-    return MalformedRecord(f"{source}: band for metric {metric!r}, field {field!r}: {problem}", hint=_HINT)
-
-
-def _finite(source: str, metric: str, field: str, value: Any) -> float:
+def _finite(value: Any) -> float:
     number = as_number(value)
     if number is None:
-        raise _bad(source, metric, field, f"must be a number, got {value!r}")
+        raise ValueError(f"must be a number, got {value!r}")
     if not math.isfinite(number):
-        raise _bad(source, metric, field, f"must be finite, got {value!r}")
+        raise ValueError(f"must be finite, got {value!r}")
     return number
 
 
-def _choice(source: str, metric: str, field: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise _bad(source, metric, field, f"must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+#: a JSON number that is finite (``true`` is not a number)
+Finite = Annotated[float, BeforeValidator(_finite)]
+Tolerance = Annotated[Finite, Field(ge=0)]
+RunId = Annotated[str, Field(min_length=1)]
+
+
+class _FieldError(ValueError):
+    """A problem a check across fields finds, and the field to name."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+
+
+class StoredBand(BaseModel):
+    """One band as a ``repro.bands/1`` document stores it; :meth:`band` is the :class:`Band` it gives.
+
+    The edges are ``lower``/``upper`` or, for a band declared by hand, a ``reference`` with ``abs_tol`` and/or
+    ``rel_tol`` (a null is an absent field). A calibrated band names its method and its reruns. Validate with
+    ``context={"metric": name}``: a ``metric`` field must repeat the name the band is filed under.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    metric: str | None = None
+    lower: Finite | None = None
+    upper: Finite | None = None
+    reference: Finite | None = None
+    abs_tol: Tolerance | None = None
+    rel_tol: Tolerance | None = None
+    direction: Direction = "none"
+    provenance: Provenance = "declared"
+    method: str | None = None
+    runs: list[RunId] = Field(default_factory=list)
+    spread: dict[str, Finite] = Field(default_factory=dict)
+    calibrated_at: str | None = None
+    evidence: dict[str, str] | None = None  # names the calibration run as text fields
+    declared_by: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _filed_under(cls, metric: str | None, info: ValidationInfo) -> str | None:
+        filed = (info.context or {}).get("metric")
+        if filed is not None and metric != filed:
+            raise ValueError(f"says {metric!r} but the band is filed under {filed!r}")
+        return metric
+
+    @model_validator(mode="after")
+    def _complete(self) -> StoredBand:
+        tolerances = [name for name in ("abs_tol", "rel_tol") if getattr(self, name) is not None]
+        if tolerances and (self.lower is not None or self.upper is not None):
+            raise _FieldError(tolerances[0], "give either lower/upper or tolerances around a reference, not both")
+        if tolerances and self.reference is None:
+            raise _FieldError("reference", "is required when the band is given as abs_tol/rel_tol")
+        for name in () if tolerances else ("lower", "upper"):
+            if getattr(self, name) is None:
+                raise _FieldError(name, "is missing (give lower and upper, or reference with abs_tol/rel_tol)")
+        lower, upper = self.edges()
+        if lower > upper:
+            raise _FieldError("lower", f"{lower!r} is above upper {upper!r}")
+        # A calibrated band without its method and runs cannot be re-checked, so it is not evidence.
+        if self.provenance == "calibrated" and not self.method:
+            raise _FieldError("method", "is required for a calibrated band")
+        if self.provenance == "calibrated" and not self.runs:
+            raise _FieldError("runs", "must name the reruns a calibrated band came from")
+        return self
+
+    def edges(self) -> tuple[float, float]:
+        """``(lower, upper)``: as given, or reference ∓ max(abs_tol, rel_tol·|reference|)."""
+        if self.reference is None or (self.abs_tol is None and self.rel_tol is None):
+            return self.lower, self.upper  # both present: _complete checked
+        half = max(self.abs_tol or 0.0, (self.rel_tol or 0.0) * abs(self.reference))
+        return self.reference - half, self.reference + half
+
+    def band(self, metric: str) -> Band:
+        lower, upper = self.edges()
+        kept = self.model_dump(exclude={"metric", "lower", "upper", "abs_tol", "rel_tol"})
+        return Band(metric=metric, lower=lower, upper=upper, **kept)
+
+
+#: pydantic's error types, as a band's errors say them (the rest: pydantic's own words)
+_PROBLEMS = {
+    "model_type": "must be a JSON object",
+    "string_type": "must be text",
+    "string_too_short": "must not be empty",
+    "greater_than_equal": "must not be below {ge}",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "literal_error": "must be one of {expected}",
+}
+
+
+def _field_and_problem(error: ErrorDetails) -> tuple[str, str]:
+    """The field a pydantic ``error`` is about (``spread.std``; ``(band)``: the whole band) and the problem."""
+    ctx = error.get("ctx", {})
+    cause = ctx.get("error")
+    field = getattr(cause, "field", None) or ".".join(str(part) for part in error["loc"]) or "(band)"
+    if isinstance(cause, ValueError):  # one of the checks above: its words
+        return field, str(cause)
+    if error["type"] == "extra_forbidden":
+        return field, f"unknown field; allowed: {', '.join(sorted(StoredBand.model_fields))}"
+    words = _PROBLEMS[error["type"]].format(**ctx) if error["type"] in _PROBLEMS else error["msg"]
+    got = type(error["input"]).__name__ if error["type"] == "model_type" else repr(error["input"])
+    return field, f"{words}, got {got}"
 
 
 def band_from_dict(metric: str, data: Any, *, source: str = "band") -> Band:
     """Validate one band as found in a bands document; every error names ``metric`` and the field."""
     if not isinstance(metric, str) or not metric:
         raise MalformedRecord(f"{source}: a band has an empty or non-text metric name {metric!r}", hint=_HINT)
-    if not isinstance(data, Mapping):
-        raise _bad(source, metric, "(band)", f"must be a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - _BAND_FIELDS)
-    if unknown:
-        raise _bad(source, metric, unknown[0], f"unknown field; allowed: {', '.join(sorted(_BAND_FIELDS))}")
-    if "metric" in data and data["metric"] != metric:
-        raise _bad(source, metric, "metric", f"says {data['metric']!r} but the band is filed under {metric!r}")
-
-    reference = None if data.get("reference") is None else _finite(source, metric, "reference", data["reference"])
-    has_edges = "lower" in data or "upper" in data
-    has_tols = "abs_tol" in data or "rel_tol" in data
-    if has_edges and has_tols:
-        raise _bad(
-            source,
-            metric,
-            "abs_tol" if "abs_tol" in data else "rel_tol",
-            "give either lower/upper or tolerances around a reference, not both",
-        )
-    if has_tols:
-        if reference is None:
-            raise _bad(source, metric, "reference", "is required when the band is given as abs_tol/rel_tol")
-        tols = {}
-        for field in ("abs_tol", "rel_tol"):
-            tol = _finite(source, metric, field, data.get(field, 0.0))
-            if tol < 0:
-                raise _bad(source, metric, field, f"must not be negative, got {tol!r}")
-            tols[field] = tol
-        half = max(tols["abs_tol"], tols["rel_tol"] * abs(reference))
-        lower, upper = reference - half, reference + half
-    else:
-        for field in ("lower", "upper"):
-            if field not in data:
-                raise _bad(
-                    source, metric, field, "is missing (give lower and upper, or reference with abs_tol/rel_tol)"
-                )
-        lower = _finite(source, metric, "lower", data["lower"])
-        upper = _finite(source, metric, "upper", data["upper"])
-    if lower > upper:
-        raise _bad(source, metric, "lower", f"{lower!r} is above upper {upper!r}")
-
-    provenance = _choice(source, metric, "provenance", data.get("provenance", "declared"), _PROVENANCES)
-    method = data.get("method")
-    if method is not None and not isinstance(method, str):
-        raise _bad(source, metric, "method", f"must be text, got {method!r}")
-    runs = data.get("runs", [])
-    if not isinstance(runs, list) or not all(isinstance(r, str) and r for r in runs):
-        raise _bad(source, metric, "runs", f"must be a list of run ids, got {runs!r}")
-    if provenance == "calibrated":
-        # A calibrated band without its method and runs cannot be re-checked, so it is not evidence.
-        if not method:
-            raise _bad(source, metric, "method", "is required for a calibrated band")
-        if not runs:
-            raise _bad(source, metric, "runs", "must name the reruns a calibrated band came from")
-    spread = data.get("spread", {})
-    if not isinstance(spread, Mapping):
-        raise _bad(source, metric, "spread", f"must be an object of numbers, got {spread!r}")
-    spread = {str(k): _finite(source, metric, f"spread.{k}", v) for k, v in spread.items()}
-    calibrated_at = data.get("calibrated_at")
-    if calibrated_at is not None and not isinstance(calibrated_at, str):
-        raise _bad(source, metric, "calibrated_at", f"must be an ISO time as text, got {calibrated_at!r}")
-    evidence = data.get("evidence")
-    if evidence is not None and not (isinstance(evidence, Mapping) and all(isinstance(v, str) for v in evidence.values())):
-        raise _bad(source, metric, "evidence", f"must name the calibration run as text fields, got {evidence!r}")
-    declared_by = data.get("declared_by")
-    if declared_by is not None and not isinstance(declared_by, str):
-        raise _bad(source, metric, "declared_by", f"must be text, got {declared_by!r}")
-
-    return Band(
-        metric=metric,
-        lower=lower,
-        upper=upper,
-        reference=reference,
-        direction=_choice(source, metric, "direction", data.get("direction", "none"), _DIRECTIONS),
-        provenance=provenance,
-        method=method,
-        runs=list(runs),
-        spread=spread,
-        calibrated_at=calibrated_at,
-        evidence=dict(evidence) if evidence is not None else None,
-        declared_by=declared_by,
-    )
+    try:
+        stored = StoredBand.model_validate(data, context={"metric": metric})
+    except ValidationError as exc:
+        field, problem = _field_and_problem(exc.errors()[0])
+        raise MalformedRecord(f"{source}: band for metric {metric!r}, field {field!r}: {problem}", hint=_HINT) from None
+    return stored.band(metric)
 
 
 def bands_from_json(text: str | bytes, source: str) -> dict[str, Band]:

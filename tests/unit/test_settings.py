@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import dataclasses
 import logging
 from dataclasses import fields
 from pathlib import Path
@@ -10,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from auditor import settings as settings_module
-from auditor.deploy import check_route, parse_time_pod, rebuild_backend
-from auditor.deploy.kubernetes import PodSettings
+from auditor.airflow import check_route, parse_time_pod, rebuild_backend
+from auditor.airflow.kubernetes import PodSettings
 from auditor.errors import BadInput
 from auditor.settings import (
     BY_NAME,
@@ -25,6 +27,9 @@ from auditor.settings import (
     get_settings,
 )
 
+with contextlib.suppress(ImportError):  # croniter 7 asks `file` for the architecture on import: before the unit guard
+    import croniter  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "registry.example/ml/repro-trainer@sha256:" + "ab" * 32
 MALFORMED = {"int": "ten", "float": "four hours", "bool": "maybe", "choice": "slurm", "pairs": "no-equals-sign",
@@ -37,9 +42,20 @@ def test_every_setting_is_declared_once_with_a_type_a_help_line_and_a_field():
     assert all(s.type in TYPES and s.help for s in SETTINGS)
     assert all(s.name.startswith(("REPRO_", "MLFLOW_")) for s in SETTINGS)
     top = [s for s in SETTINGS if s not in KUBERNETES_SETTINGS]
-    assert sorted(s.attr for s in top) == sorted(f.name for f in fields(Settings) if f.name != "kubernetes")
-    assert sorted(s.attr for s in KUBERNETES_SETTINGS) == sorted(f.name for f in fields(KubernetesSettings))
+    assert [s.attr for s in top] == [f.name for f in fields(Settings) if f.name != "kubernetes"]
+    assert [s.attr for s in KUBERNETES_SETTINGS] == [f.name for f in fields(KubernetesSettings)]
     assert all(s.name.startswith("REPRO_K8S_") for s in KUBERNETES_SETTINGS)
+    # each declaration has one module-level name other modules import (REPORTS, HOME, ...)
+    views = [value for value in vars(settings_module).values() if isinstance(value, Setting)]
+    assert sorted(s.name for s in views) == sorted(names)
+
+
+def test_a_declaration_is_a_pydantic_field_carrying_the_variable_the_help_and_the_bounds():
+    delay, timeout = BY_NAME["REPRO_RETRY_DELAY_S"], BY_NAME["REPRO_REBUILD_TIMEOUT_S"]
+    assert (delay.info.validation_alias, delay.info.description) == (delay.name, delay.help)
+    assert (delay.minimum, delay.maximum, timeout.minimum, timeout.maximum) == (0, 86400, 1, 30 * 86400)
+    assert BY_NAME["REPRO_RUNNER"].choices == ("process", "docker")
+    assert KubernetesSettings.namespace == "repro-audit"  # a field's class attribute is its default
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.name)
@@ -109,6 +125,7 @@ def test_derived_paths_and_uris_live_under_repro_home():
     assert settings.snapshot_store == str(Path("/data/repro") / "snapshots")
     assert settings.tracking_uri == "sqlite:////data/repro/mlflow.db"
     assert settings.git_cache == Path("/data/repro/git") and settings.work_dir == Path("/data/repro/work")
+    assert Settings(home=Path("/data/repro")).snapshot_store == settings.snapshot_store
     explicit = Settings.from_env({"REPRO_HOME": "/data/repro", "REPRO_SNAPSHOT_STORE": "s3://b/s",
                                   "MLFLOW_TRACKING_URI": "http://mlflow:5000"})
     assert explicit.snapshot_store == "s3://b/s" and explicit.tracking_uri == "http://mlflow:5000"
@@ -134,11 +151,35 @@ def test_get_or_default_never_raises_it_warns_and_falls_back(caplog):
     assert setting.get_or_default({"REPRO_RETRY_DELAY_S": "7"}) == 7
 
 
-def test_a_declaration_with_an_unknown_type_or_choices_on_a_non_choice_is_refused():
-    with pytest.raises(ValueError, match="unknown type"):
-        Setting("REPRO_X", "duration", 1, "help", "x")
-    with pytest.raises(ValueError, match="choice"):
-        Setting("REPRO_X", "str", "a", "help", "x", choices=("a", "b"))
+@pytest.mark.parametrize(("name", "raw", "words"), [
+    ("REPRO_RETRY_DELAY_S", "-1", "an integer of at least 0"),
+    ("REPRO_RETRY_DELAY_S", "99999999999999", "an integer of at most 86400"),
+    ("REPRO_REBUILD_TIMEOUT_S", "0", "a positive integer"),
+    ("REPRO_REBUILD_TIMEOUT_S", str(30 * 86400 + 1), "an integer of at most 2592000"),
+    ("REPRO_MLFLOW_HTTP_RETRIES", "-1", "an integer of at least 0"),
+    ("REPRO_OVERDUE_DAYS", "0", "a positive integer"),
+])
+def test_the_bounds_of_a_declaration_are_enforced_by_both_readers(name, raw, words):
+    for read in (BY_NAME[name].get, Settings.from_env):
+        with pytest.raises(BadInput, match=f"{name}={raw!r} is not {words}"):
+            read({name: raw})
+
+
+def test_from_env_reads_the_process_environment_by_the_variables_exact_names(monkeypatch):
+    monkeypatch.setenv("REPRO_REPORTS", "s3://bucket/reports")
+    monkeypatch.delenv("REPRO_RUNNER", raising=False)
+    monkeypatch.setenv("repro_runner", "docker")  # names are case-sensitive: not REPRO_RUNNER
+    monkeypatch.setenv("REPRO_K8S_GPUS", "")  # empty is unset
+    settings = Settings.from_env()
+    assert (settings.reports, settings.runner, settings.kubernetes.gpus) == ("s3://bucket/reports", "process", 1)
+
+
+def test_settings_stay_a_frozen_dataclass_that_replace_updates():
+    settings = dataclasses.replace(Settings(), tracking_uri="http://mlflow:5000", nightly_max_models=2)
+    assert (settings.tracking_uri, settings.nightly_max_models, settings.snapshot_store) == (
+        "http://mlflow:5000", 2, str(Path(".repro") / "snapshots"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.reports = "elsewhere"  # type: ignore[misc]
 
 
 def test_get_settings_is_read_once_and_cached():
@@ -161,7 +202,7 @@ def test_a_dag_file_gets_the_celery_route_when_the_kubernetes_one_cannot_be_rend
     # another malformed setting does not change the route
     assert parse_time_pod({"REPRO_REBUILD_BACKEND": "kubernetes", "REPRO_K8S_IMAGE": IMAGE,
                            "REPRO_RETRY_DELAY_S": "soon"}) is not None
-    with caplog.at_level(logging.WARNING, logger="auditor.deploy"):
+    with caplog.at_level(logging.WARNING, logger="auditor.airflow"):
         for env in ({}, {"REPRO_K8S_IMAGE": "trainer:latest"}, {"REPRO_K8S_IMAGE": IMAGE, "REPRO_K8S_GPUS": "zero"}):
             assert parse_time_pod({"REPRO_REBUILD_BACKEND": "kubernetes", **env}) is None
     assert "REPRO_K8S_IMAGE" in caplog.text and "REPRO_K8S_GPUS" in caplog.text
@@ -176,10 +217,9 @@ def test_the_task_of_a_fallen_back_route_fails_with_the_reason():
 
 
 def test_setting_names_are_string_literals_only_in_the_settings_module_among_its_readers():
-    """auditor/settings.py and auditor/deploy/ read settings; only the first spells their names."""
+    """auditor/settings.py, auditor/airflow/ and the DAG files read settings; only the first spells their names."""
     names = set(BY_NAME)
-    for path in [ROOT / "auditor" / "deploy" / "__init__.py", ROOT / "auditor" / "deploy" / "kubernetes.py",
-                 *sorted((ROOT / "dags").glob("*.py"))]:
+    for path in [*sorted((ROOT / "auditor" / "airflow").glob("*.py")), *sorted((ROOT / "dags").glob("*.py"))]:
         literals = {n.value for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                     if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         assert not literals & names, f"{path.relative_to(ROOT)} spells {sorted(literals & names)}"

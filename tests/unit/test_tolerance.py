@@ -14,6 +14,7 @@ from auditor.judge.result import Band
 from auditor.judge.tolerance import (
     BANDS_SCHEMA,
     BANDS_TAG,
+    StoredBand,
     bands_from_json,
     bands_from_tags,
     bands_to_json,
@@ -80,12 +81,32 @@ def test_bands_are_read_from_the_model_version_tag_and_a_version_without_one_has
         (_doc({"auc": {"lower": 0, "upper": 1e400}}), "'upper'"),
         (_doc({"auc": {"lower": True, "upper": 1}}), "'lower'"),
         (_doc({"": {"lower": 0, "upper": 1}}), "metric name"),
+        (_doc({"auc": [0.9, 0.92]}), "'(band)': must be a JSON object"),
+        (_doc({"auc": {"lower": 0}}), "'upper': is missing"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "width": 1}}), "'width': unknown field; allowed: abs_tol"),
+        (_doc({"auc": {"abs_tol": 0.01}}), "'reference': is required"),
+        (_doc({"auc": {"reference": 0.9, "rel_tol": -0.1}}), "'rel_tol': must not be below 0"),
+        (_doc({"auc": {"lower": 0.95, "upper": 0.9}}), "'lower': 0.95 is above upper 0.9"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "direction": "up"}}), "'direction': must be one of"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "provenance": "calibrated", "runs": ["r1"]}}), "'method': is required"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "runs": [""]}}), "'runs.0': must not be empty"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "evidence": {"run": 7}}}), "'evidence.run': must be text"),
+        (_doc({"auc": {"lower": 0, "upper": 1, "declared_by": 7}}), "'declared_by': must be text, got 7"),
+        (_doc({"auc": {"lower": "0", "upper": 1}}), "'lower': must be a number, got '0'"),
+        (_doc({"auc": {"metric": None, "lower": 0, "upper": 1}}), "'metric': says None"),
     ],
 )
 def test_a_malformed_document_is_refused_with_a_message_naming_what_is_wrong(text, words):
     with pytest.raises(MalformedRecord) as caught:
         bands_from_json(text, "models:/m/2 tag repro.bands")
     assert words in str(caught.value) and "models:/m/2" in str(caught.value)
+
+
+def test_the_stored_form_is_the_band_with_its_tolerances_and_every_error_gives_the_fix():
+    assert set(StoredBand.model_fields) == set(Band.model_fields) | {"abs_tol", "rel_tol"}
+    with pytest.raises(MalformedRecord) as caught:
+        bands_from_json(_doc({"auc": {"lower": 1}}), "models:/m/2 tag repro.bands")
+    assert caught.value.hint and "Band format" in caught.value.hint
 
 
 def test_a_band_that_would_be_refused_on_load_is_never_written():
