@@ -17,11 +17,14 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from auditor import git
 from auditor import settings as S
 from auditor.contract import ENV_TORCH_THREADS
 from auditor.errors import InfrastructureError
 from auditor.tags import TAG_TIER
+from auditor.uris import model_uri, run_artifact_uri
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = REPO_ROOT / "examples" / "reference_model"
@@ -85,9 +88,8 @@ def make_project(dest: Path) -> Path:
     """A git repository holding a copy of the reference project, one commit."""
     shutil.copytree(REFERENCE, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     env = {**os.environ, **GIT_IDENTITY}
-    _run(["git", "init", "-q", "-b", "main"], cwd=dest, env=env)
-    _run(["git", "add", "-A"], cwd=dest, env=env)
-    _run(["git", "commit", "-q", "-m", "reference model"], cwd=dest, env=env)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "reference model"]):
+        git.run(args, dest, env=env)
     return dest
 
 
@@ -148,7 +150,7 @@ def _register_plain(tracking_uri: str, name: str) -> str:
     with mlflow.start_run() as run:
         mlflow.log_param("note", "registered without repro-audit")
         mlflow.log_text("weights live elsewhere", "model/README.txt")
-    version = MlflowClient(tracking_uri=tracking_uri).create_model_version(name, f"runs:/{run.info.run_id}/model", run_id=run.info.run_id)
+    version = MlflowClient(tracking_uri=tracking_uri).create_model_version(name, run_artifact_uri(run.info.run_id, "model"), run_id=run.info.run_id)
     return str(version.version)
 
 
@@ -161,19 +163,13 @@ def seed(
     progress: Callable[[str], None] = print,
 ) -> Seeded:
     """Train and register ``variants`` of the reference model into a fresh world under ``root``."""
-    import auditor
     from auditor.snapshots import create_snapshot
 
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     env = {**base_env(root), **(env or {})}  # e.g. a PostgreSQL tracking URI and S3 stores
     full_env = {**os.environ, **env}
-    key = Path(env[S.SIGNING_KEY.name])
-    if not key.exists():
-        from auditor.report.attest import generate_key
-
-        progress(f"making the demo's signing key {key} (its public key: {key}.pub)")
-        generate_key(key)
+    _ensure_signing_key(Path(env[S.SIGNING_KEY.name]), progress)
     progress("making a git repository of the reference project")
     project = make_project(root / "project")
     progress("generating the dataset and storing it as a snapshot")
@@ -182,11 +178,7 @@ def seed(
     env["REPRO_TRAIN_DATA"] = f"{env[S.SNAPSHOT_STORE.name]}@{snapshot}"
     from mlflow import MlflowClient
 
-    # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
-    setup = MlflowClient(tracking_uri=env[S.TRACKING_URI.name])
-    for experiment in ("reference-model", "plain-mlflow", S.AUDIT_EXPERIMENT.default):
-        if setup.get_experiment_by_name(experiment) is None:
-            setup.create_experiment(experiment, artifact_location=(root / "artifacts" / experiment).as_uri())
+    _make_experiments(env[S.TRACKING_URI.name], root)
     client = None
     seeded = Seeded(root=root, env=env)
     for variant in variants:
@@ -197,30 +189,69 @@ def seed(
                 _ensure_model(client, MODEL)
             version = _register_plain(env[S.TRACKING_URI.name], MODEL)
         else:
-            train_env = {**full_env, **env}
-            if variant.overwrite_data:  # its own snapshot, so overwriting it spares the others
-                data = root / f"data-{variant.key}"
-                _run([sys.executable, str(project / "make_data.py"), str(data), "--seed", "1"], cwd=project, env=train_env)
-                train_env["REPRO_TRAIN_DATA"] = f"{env[S.SNAPSHOT_STORE.name]}@{create_snapshot(data, env[S.SNAPSHOT_STORE.name]).id}"
-            config = project / "config.yaml"
-            original = config.read_text()
-            if variant.dirty:
-                config.write_text(original.replace("hidden: 64", "hidden: 48"))
-            try:
-                _run([sys.executable, "train.py", f"epochs={epochs}", *variant.overrides], cwd=project, env=train_env)
-            finally:
-                config.write_text(original)
-            run_id = _latest_run(env[S.TRACKING_URI.name])
-            version = auditor.register_model(run_id, MODEL, tracking_uri=env[S.TRACKING_URI.name])
-            if variant.overwrite_data:
-                _overwrite_one_object(Path(env[S.SNAPSHOT_STORE.name]), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
+            version = _train_and_register(variant, project, root, env={**full_env, **env}, epochs=epochs)
         client = client or MlflowClient(tracking_uri=env[S.TRACKING_URI.name])
-        if variant.alias:
-            client.set_registered_model_alias(MODEL, variant.alias, version)
-        if variant.tier is not None:
-            client.set_model_version_tag(MODEL, version, TAG_TIER, str(variant.tier))
-        seeded.versions[variant.key] = f"models:/{MODEL}/{version}"
+        _label_version(client, variant, version)
+        seeded.versions[variant.key] = model_uri(MODEL, version)
     return seeded
+
+
+def _ensure_signing_key(key: Path, progress: Callable[[str], None]) -> None:
+    """Make the demo's signing key at ``key`` unless one is there already."""
+    if not key.exists():
+        from auditor.report.attest import generate_key
+
+        progress(f"making the demo's signing key {key} (its public key: {key}.pub)")
+        generate_key(key)
+
+
+def _make_experiments(tracking_uri: str, root: Path) -> None:
+    """The demo's experiments, with their artifacts under ``root``."""
+    from mlflow import MlflowClient
+
+    # Experiments made up front so their artifacts live under root, not in ./mlruns of whoever runs this.
+    setup = MlflowClient(tracking_uri=tracking_uri)
+    for experiment in ("reference-model", "plain-mlflow", S.AUDIT_EXPERIMENT.default):
+        if setup.get_experiment_by_name(experiment) is None:
+            setup.create_experiment(experiment, artifact_location=(root / "artifacts" / experiment).as_uri())
+
+
+def _train_and_register(variant: Variant, project: Path, root: Path, *, env: dict[str, str], epochs: int) -> str | None:
+    """Train ``variant`` with ``train.py`` (from an uncommitted edit when dirty) and register its run.
+
+    ``env`` is the training environment (copied, not changed). An ``overwrite_data`` variant trains
+    on a snapshot of its own, one of whose stored files is then overwritten.
+    """
+    import auditor
+    from auditor.snapshots import create_snapshot
+
+    store = env[S.SNAPSHOT_STORE.name]
+    train_env = dict(env)
+    if variant.overwrite_data:  # its own snapshot, so overwriting it spares the others
+        data = root / f"data-{variant.key}"
+        _run([sys.executable, str(project / "make_data.py"), str(data), "--seed", "1"], cwd=project, env=train_env)
+        train_env["REPRO_TRAIN_DATA"] = f"{store}@{create_snapshot(data, store).id}"
+    config = project / "config.yaml"
+    original = config.read_text()
+    if variant.dirty:
+        config.write_text(original.replace("hidden: 64", "hidden: 48"))
+    try:
+        _run([sys.executable, "train.py", f"epochs={epochs}", *variant.overrides], cwd=project, env=train_env)
+    finally:
+        config.write_text(original)
+    run_id = _latest_run(env[S.TRACKING_URI.name])
+    version = auditor.register_model(run_id, MODEL, tracking_uri=env[S.TRACKING_URI.name])
+    if variant.overwrite_data:
+        _overwrite_one_object(Path(store), train_env["REPRO_TRAIN_DATA"].rsplit("@", 1)[1])
+    return version
+
+
+def _label_version(client: Any, variant: Variant, version: str | None) -> None:
+    """Set the variant's alias and tier tag on its registered version."""
+    if variant.alias:
+        client.set_registered_model_alias(MODEL, variant.alias, version)
+    if variant.tier is not None:
+        client.set_model_version_tag(MODEL, version, TAG_TIER, str(variant.tier))
 
 
 def _ensure_model(client, name: str) -> None:
@@ -287,7 +318,7 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
     """Seed (once), calibrate, run the nightly DAG through Airflow, and return the index's path."""
     import logging
 
-    from auditor import pipeline
+    from auditor.steps import Session
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # keep the demo's own progress readable
     root = root.resolve()
@@ -299,11 +330,11 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
         shutil.rmtree(root, ignore_errors=True)
         seeded = seed(root, progress=progress)
         seeded.env[S.REPORTS.name] = str(reports.resolve())
-        settings = with_env(seeded.env)
+        session = Session(with_env(seeded.env))
         for variant in VARIANTS:
             if variant.calibrate:
                 progress(f"calibrating {seeded.versions[variant.key]} from 5 reruns")
-                pipeline.calibrate(seeded.versions[variant.key], reruns=5, settings=settings)
+                session.calibrate(seeded.versions[variant.key], reruns=5)
         marker.write_text(seeded.to_json())
     today = dt.datetime.now(dt.UTC).date().isoformat()
     progress(f"running repro_nightly_audit for {today} through Airflow (in-process)")

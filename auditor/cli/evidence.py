@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -11,6 +11,9 @@ from auditor.cli import app
 from auditor.cli.output import console, emit_json
 from auditor.errors import Findings
 from auditor.settings import REPORTS, SIGNING_KEY
+
+if TYPE_CHECKING:
+    from auditor.report.verify import Anchor, Verification
 
 evidence_app = typer.Typer(help="Check published audit evidence.", no_args_is_help=True)
 app.add_typer(evidence_app, name="evidence")
@@ -38,55 +41,63 @@ def verify_cmd(
     ] = False,
 ) -> None:
     """Exit 0 when every published file and ledger entry is untouched; 1 naming the first bad entry."""
-    from dataclasses import replace
-
-    from auditor.pipeline import ledger_anchors
+    from auditor.cli.models import open_session
     from auditor.report.attest import load_public_key
     from auditor.report.verify import verify
-    from auditor.settings import get_settings
     from auditor.storage import open_store
 
-    settings = get_settings()
-    if tracking_uri:
-        settings = replace(settings, tracking_uri=tracking_uri)
-    where = location or settings.reports
+    session = open_session(tracking_uri=tracking_uri)
+    where = location or session.settings.reports
     public = load_public_key(str(key)) if key is not None else None
-    anchors = None if no_anchors else ledger_anchors(where, settings)
+    anchors = None if no_anchors else session.ledger_anchors(where)
     result = verify(open_store(where), public_key=public, anchors=anchors)
     if as_json:
-        emit_json(
-            {
-                "location": result.location,
-                "ok": result.ok,
-                "entries": result.entries,
-                "reports": result.reports,
-                "head": result.head,
-                "signed": result.signed if key is not None else None,
-                "anchors": result.anchored,
-                "first_bad_entry": result.first.seq if result.first else None,
-                "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
-            }
-        )
+        emit_json(_result_json(result, signatures_checked=key is not None))
     if result.ok:
         if not as_json:
-            signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --public-key)"
-            anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
-            console().print(
-                f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
-                + signed + anchored,
-                markup=False,
-                soft_wrap=True,
-            )
+            _print_ok(result, public, anchors)
         return
     if not as_json:
-        out = console()
-        for problem in result.problems[1:_SHOWN]:
-            out.print(f"  also: {problem}", markup=False, soft_wrap=True)
-        if len(result.problems) > _SHOWN:
-            out.print(f"  … and {len(result.problems) - _SHOWN} more", markup=False)
+        _print_more_problems(result)
     raise Findings(
         f"evidence at {result.location} failed verification ({len(result.problems)} problem(s)); first: {result.first}"
     )
+
+
+def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str, Any]:
+    """The ``--json`` form of a verification (``signed`` is None when no key was given)."""
+    return {
+        "location": result.location,
+        "ok": result.ok,
+        "entries": result.entries,
+        "reports": result.reports,
+        "head": result.head,
+        "signed": result.signed if signatures_checked else None,
+        "anchors": result.anchored,
+        "first_bad_entry": result.first.seq if result.first else None,
+        "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
+    }
+
+
+def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -> None:
+    """The one-line summary of a clean verification: what was chained, re-hashed, signed and anchored."""
+    signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --public-key)"
+    anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
+    console().print(
+        f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
+        + signed + anchored,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _print_more_problems(result: Verification) -> None:
+    """The problems after the first (which the error names), up to ``_SHOWN`` in all, then a count."""
+    out = console()
+    for problem in result.problems[1:_SHOWN]:
+        out.print(f"  also: {problem}", markup=False, soft_wrap=True)
+    if len(result.problems) > _SHOWN:
+        out.print(f"  … and {len(result.problems) - _SHOWN} more", markup=False)
 
 
 @evidence_app.command("keygen")

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,6 +20,9 @@ from auditor.cli.output import emit_json
 from auditor.errors import BadInput, SnapshotCorrupt
 from auditor.settings import SNAPSHOT_STORE, get_settings
 from auditor.snapshots.hashing import ProgressFn
+
+if TYPE_CHECKING:
+    from auditor.snapshots.layout import SnapshotInfo
 
 snapshot_app = typer.Typer(
     name="snapshot",
@@ -72,6 +76,40 @@ def _progress(enabled: bool) -> Iterator[ProgressFn | None]:
         yield report
 
 
+def _create_delta(source: str, uri: str, table_version: int | None, progress: ProgressFn | None) -> SnapshotInfo:
+    """Pin a Delta table's version; warn on stderr when the table's retention may vacuum its files."""
+    from auditor.snapshots.delta import create_delta_snapshot
+
+    info = create_delta_snapshot(source, uri, version=table_version, progress=progress)
+    from auditor.snapshots.delta import delta_retention
+    from auditor.snapshots.store import load_manifest
+
+    warning = delta_retention(source, load_manifest(info.id, uri).origin["version"]).warning()
+    if warning:
+        _say(f"warning: {warning}")
+    return info
+
+
+def _iceberg_catalog_properties(catalog_uri: str | None, warehouse: str | None) -> dict[str, str]:
+    """The catalog properties given on the command line; a database URI means a SQL catalog."""
+    props = {k: v for k, v in (("uri", catalog_uri), ("warehouse", warehouse)) if v}
+    if catalog_uri and catalog_uri.startswith(("sqlite:", "postgresql", "mysql")):
+        props.setdefault("type", "sql")
+    return props
+
+
+def _create_iceberg(
+    source: str, uri: str, catalog: str, props: dict[str, str], snapshot_id: int | None, *, guard: bool,
+    progress: ProgressFn | None,
+) -> SnapshotInfo:
+    """Pin an Iceberg table's snapshot (tagged against expiry unless ``guard`` is off)."""
+    from auditor.snapshots.iceberg import create_iceberg_snapshot
+
+    return create_iceberg_snapshot(
+        source, uri, catalog=catalog, catalog_properties=props, snapshot_id=snapshot_id, guard=guard, progress=progress
+    )
+
+
 @snapshot_app.command("create")
 def create(
     source: str = typer.Argument(
@@ -104,24 +142,10 @@ def create(
         raise BadInput("--delta, --iceberg and --dvc each name a different kind of SOURCE", hint="pass one of them")
     with _progress(not json_out) as progress:
         if delta:
-            from auditor.snapshots.delta import create_delta_snapshot
-
-            info = create_delta_snapshot(source, uri, version=table_version, progress=progress)
-            from auditor.snapshots.delta import delta_retention
-            from auditor.snapshots.store import load_manifest
-
-            warning = delta_retention(source, load_manifest(info.id, uri).origin["version"]).warning()
-            if warning:
-                _say(f"warning: {warning}")
+            info = _create_delta(source, uri, table_version, progress)
         elif iceberg:
-            from auditor.snapshots.iceberg import create_iceberg_snapshot
-
-            props = {k: v for k, v in (("uri", catalog_uri), ("warehouse", warehouse)) if v}
-            if catalog_uri and catalog_uri.startswith(("sqlite:", "postgresql", "mysql")):
-                props.setdefault("type", "sql")
-            info = create_iceberg_snapshot(
-                source, uri, catalog=catalog, catalog_properties=props, snapshot_id=snapshot_id, guard=not no_guard, progress=progress
-            )
+            props = _iceberg_catalog_properties(catalog_uri, warehouse)
+            info = _create_iceberg(source, uri, catalog, props, snapshot_id, guard=not no_guard, progress=progress)
         elif dvc:
             from auditor.snapshots.dvc import create_dvc_snapshot
 

@@ -14,7 +14,6 @@ float64 across windows. ``a`` is the registered file, ``b`` the rebuild; relativ
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -23,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from auditor import digests
 from auditor.errors import MalformedRecord, NotFound
 from auditor.judge.result import TensorDiff, WeightDiff
 
 CHUNK_BYTES = 4 << 20
-_HASH_BUFFER = 8 << 20
 _MAX_HEADER = 100 << 20  # the format's own limit
 
 _ITEMSIZE = {
@@ -82,17 +81,11 @@ _NUMPY = {
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """``sha256:<hex>`` of a file, read through one reused buffer."""
-    digest = hashlib.sha256()
-    buffer = bytearray(_HASH_BUFFER)
-    view = memoryview(buffer)
+    """``sha256:<hex>`` of a weights file (``auditor.digests.sha256_file``); a missing file is ``NotFound``."""
     try:
-        with open(path, "rb", buffering=0) as f:
-            while n := f.readinto(view):
-                digest.update(view[:n])
+        return digests.sha256_file(path)
     except FileNotFoundError as exc:
         raise NotFound(f"weights file {path} does not exist") from exc
-    return "sha256:" + digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -282,41 +275,9 @@ def diff_safetensors(
     index_a, index_b = _index(pa), _index(pb)
     common = sorted(set(index_a) & set(index_b))
     mismatched = [n for n in common if (index_a[n].dtype, index_a[n].shape) != (index_b[n].dtype, index_b[n].shape)]
-    diffs: list[TensorDiff] = []
-    total, covered = _Sums(), 0
-    scratch = _Scratch(max(8, chunk_bytes - chunk_bytes % 8))  # a multiple of the widest element
-    fa, fb = os.open(pa, os.O_RDONLY), os.open(pb, os.O_RDONLY)
-    try:
-        for name in common:
-            ea, eb = index_a[name], index_b[name]
-            if name in mismatched:
-                diffs.append(
-                    TensorDiff(
-                        name=name,
-                        shape_a=list(ea.shape),
-                        shape_b=list(eb.shape),
-                        dtype_a=ea.dtype,
-                        dtype_b=eb.dtype,
-                        note=f"shape or dtype differs: {ea.dtype}{list(ea.shape)} vs {eb.dtype}{list(eb.shape)}",
-                    )
-                )
-                continue
-            diff, sums = _compare(name, ea, eb, (fa, fb, pa, pb), scratch)
-            diffs.append(diff)
-            if sums is not None and sums.finite:  # totals cover the tensors with finite numeric values
-                total.aa += sums.aa
-                total.dd += sums.dd
-                total.max_abs = max(total.max_abs, sums.max_abs)
-                covered += 1
-    finally:
-        os.close(fa)
-        os.close(fb)
-
+    diffs, total, covered = _compare_common((pa, pb), (index_a, index_b), common, mismatched, chunk_bytes)
     only_a, only_b = sorted(set(index_a) - set(index_b)), sorted(set(index_b) - set(index_a))
     differing = [d for d in diffs if not d.identical]
-    ranked = sorted(
-        differing, key=lambda d: (d.rel_l2 if d.rel_l2 is not None else math.inf, d.max_abs or 0.0), reverse=True
-    )
     return WeightDiff(
         identical=not (differing or only_a or only_b),
         tensors=len(set(index_a) | set(index_b)),
@@ -328,7 +289,59 @@ def diff_safetensors(
         only_in_a=only_a,
         only_in_b=only_b,
         mismatched=mismatched,
-        worst=ranked[:worst],
+        worst=_most_different(differing)[:worst],
         sha256_a=sha256_file(pa) if hash_files else None,
         sha256_b=sha256_file(pb) if hash_files else None,
+    )
+
+
+def _compare_common(
+    paths: tuple[Path, Path],
+    indexes: tuple[dict[str, _Entry], dict[str, _Entry]],
+    common: list[str],
+    mismatched: list[str],
+    chunk_bytes: int,
+) -> tuple[list[TensorDiff], _Sums, int]:
+    """Diff every tensor both files hold, in name order; the totals (and how many tensors they cover)
+    sum the tensors with finite numeric values."""
+    (pa, pb), (index_a, index_b) = paths, indexes
+    diffs: list[TensorDiff] = []
+    total, covered = _Sums(), 0
+    scratch = _Scratch(max(8, chunk_bytes - chunk_bytes % 8))  # a multiple of the widest element
+    fa, fb = os.open(pa, os.O_RDONLY), os.open(pb, os.O_RDONLY)
+    try:
+        for name in common:
+            ea, eb = index_a[name], index_b[name]
+            if name in mismatched:
+                diffs.append(_mismatch(name, ea, eb))
+                continue
+            diff, sums = _compare(name, ea, eb, (fa, fb, pa, pb), scratch)
+            diffs.append(diff)
+            if sums is not None and sums.finite:  # totals cover the tensors with finite numeric values
+                total.aa += sums.aa
+                total.dd += sums.dd
+                total.max_abs = max(total.max_abs, sums.max_abs)
+                covered += 1
+    finally:
+        os.close(fa)
+        os.close(fb)
+    return diffs, total, covered
+
+
+def _mismatch(name: str, ea: _Entry, eb: _Entry) -> TensorDiff:
+    """A tensor whose shape or dtype differs between the files: listed, not compared."""
+    return TensorDiff(
+        name=name,
+        shape_a=list(ea.shape),
+        shape_b=list(eb.shape),
+        dtype_a=ea.dtype,
+        dtype_b=eb.dtype,
+        note=f"shape or dtype differs: {ea.dtype}{list(ea.shape)} vs {eb.dtype}{list(eb.shape)}",
+    )
+
+
+def _most_different(differing: list[TensorDiff]) -> list[TensorDiff]:
+    """``differing`` most different first: by relative L2 (None, no relative L2, ranks first), then max |Δ|."""
+    return sorted(
+        differing, key=lambda d: (d.rel_l2 if d.rel_l2 is not None else math.inf, d.max_abs or 0.0), reverse=True
     )

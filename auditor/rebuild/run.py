@@ -30,23 +30,19 @@ from auditor.lineage.record import RunRecord
 from auditor.settings import RUNNER
 
 if TYPE_CHECKING:
-    from auditor.rebuild.runners import Runner
+    from auditor.rebuild.runners import Runner, RunOutcome, RunSpec
     from auditor.rebuild.workspace import Workspace
     from auditor.settings import Settings
 
 RUNNERS = RUNNER.choices
 
 
-def make_runner(name: str, settings: Settings | None = None) -> Runner:
+def make_runner(name: str, settings: Settings) -> Runner:
     """``process`` (a subprocess, in a reconstructed environment unless ``REPRO_REBUILD_ENV=auditor``)
     or ``docker`` (a locked-down container, image by digest)."""
     if name == "process":
         from auditor.rebuild.runners import ProcessRunner
 
-        if settings is None:
-            from auditor.settings import get_settings
-
-            settings = get_settings()
         if settings.rebuild_env == "auditor":
             return ProcessRunner()
         from auditor.rebuild.venv import Reconstructor, pip_find_links
@@ -136,58 +132,18 @@ def run_recipe(
     replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``).
     """
     from auditor.judge.weights import sha256_file
-    from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
 
     output_dir.mkdir(parents=True, exist_ok=False)
-    extra: dict[str, str] = {}
-    if resume is not None:  # inside the output folder, so every runner (process, docker) sees it
-        import shutil
-
-        shutil.copyfile(resume, output_dir / "resume.safetensors")
-        extra[ENV_RESUME_CHECKPOINT] = "resume.safetensors"
-    if stop_step is not None:
-        extra[ENV_STOP_STEP] = str(int(stop_step))
-    environment = record.environment
-    spec = RunSpec(
-        argv=list(record.code.entrypoint or []),
-        cwd=workspace.project_dir,
-        output_dir=output_dir,
-        env={**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train),
-             **extra, "HOME": str(_home(workspace))},
-        data=workspace.data_dirs,
-        config_file=workspace.config_path,
-        timeout_s=timeout_s,
-        image=ImageRef.from_environment(environment) if environment else None,
-        accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
-        log_path=output_dir.with_name(output_dir.name + ".log"),
-        environment=environment,
-    )
+    extra = _segment_env(output_dir, resume, stop_step)
+    env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train),
+           **extra, "HOME": str(_home(workspace))}
+    spec = _run_spec(record, workspace, output_dir, env, timeout_s)
     outcome = runner.run(spec)
     if not outcome.ok:
-        why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
-        error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log follows, and is in the report)")
-        error.log_tail = outcome.log_tail
-        error.timed_out = outcome.timed_out
-        raise error
-    metrics_path = output_dir / METRICS_FILE
-    try:
-        metrics = json.loads(metrics_path.read_text())
-    except (OSError, ValueError) as exc:
-        error = InputUnrecoverable(
-            f"the entrypoint succeeded but left no readable {METRICS_FILE} in {output_dir}: {exc}",
-            hint="see the entry-point contract in the README",
-        )
-        error.log_tail = outcome.log_tail
-        raise error from None
-    if not isinstance(metrics, dict):
-        raise InputUnrecoverable(f"{metrics_path} holds {type(metrics).__name__}, not a JSON object of metrics")
+        raise _crashed(spec, outcome)
+    metrics = _read_metrics(output_dir, outcome)
     weights = output_dir / WEIGHTS_FILE
-    own_record = None
-    if (output_dir / RECORD_FILE).exists():
-        try:
-            own_record = RunRecord.from_json((output_dir / RECORD_FILE).read_bytes(), source=str(output_dir))
-        except MalformedRecord:
-            own_record = None
+    own_record = _own_record(output_dir)
     evaluation, evaluation_s, evaluation_crash = forked_evaluation(output_dir) if then_train else (None, None, None)
     return RunResult(
         output_dir=output_dir,
@@ -204,3 +160,72 @@ def run_recipe(
         evaluation_crash=evaluation_crash,
         checkpoint=output_dir / CHECKPOINT_FILE if (output_dir / CHECKPOINT_FILE).exists() else None,
     )
+
+
+def _segment_env(output_dir: Path, resume: Path | None, stop_step: int | None) -> dict[str, str]:
+    """A segment replay's variables; the checkpoint to resume from is copied into ``output_dir``."""
+    extra: dict[str, str] = {}
+    if resume is not None:  # inside the output folder, so every runner (process, docker) sees it
+        import shutil
+
+        shutil.copyfile(resume, output_dir / "resume.safetensors")
+        extra[ENV_RESUME_CHECKPOINT] = "resume.safetensors"
+    if stop_step is not None:
+        extra[ENV_STOP_STEP] = str(int(stop_step))
+    return extra
+
+
+def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: dict[str, str], timeout_s: float) -> RunSpec:
+    """What the runner runs: the recorded entrypoint in the workspace, in the recorded image and accelerator."""
+    from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
+
+    environment = record.environment
+    return RunSpec(
+        argv=list(record.code.entrypoint or []),
+        cwd=workspace.project_dir,
+        output_dir=output_dir,
+        env=env,
+        data=workspace.data_dirs,
+        config_file=workspace.config_path,
+        timeout_s=timeout_s,
+        image=ImageRef.from_environment(environment) if environment else None,
+        accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
+        log_path=output_dir.with_name(output_dir.name + ".log"),
+        environment=environment,
+    )
+
+
+def _crashed(spec: RunSpec, outcome: RunOutcome) -> RecipeCrashed:
+    """The error for a run that exited non-zero or timed out, carrying its log tail."""
+    why = "timed out" if outcome.timed_out else f"exited with code {outcome.exit_code}"
+    error = RecipeCrashed(f"the recorded entrypoint {' '.join(spec.argv)!r} {why} (the end of its log follows, and is in the report)")
+    error.log_tail = outcome.log_tail
+    error.timed_out = outcome.timed_out
+    return error
+
+
+def _read_metrics(output_dir: Path, outcome: RunOutcome) -> dict[str, Any]:
+    """The metrics a clean run left; ``InputUnrecoverable`` when they are missing or not a JSON object."""
+    metrics_path = output_dir / METRICS_FILE
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except (OSError, ValueError) as exc:
+        error = InputUnrecoverable(
+            f"the entrypoint succeeded but left no readable {METRICS_FILE} in {output_dir}: {exc}",
+            hint="see the entry-point contract in the README",
+        )
+        error.log_tail = outcome.log_tail
+        raise error from None
+    if not isinstance(metrics, dict):
+        raise InputUnrecoverable(f"{metrics_path} holds {type(metrics).__name__}, not a JSON object of metrics")
+    return metrics
+
+
+def _own_record(output_dir: Path) -> RunRecord | None:
+    """The rebuild's own run record, when it left a readable one."""
+    if (output_dir / RECORD_FILE).exists():
+        try:
+            return RunRecord.from_json((output_dir / RECORD_FILE).read_bytes(), source=str(output_dir))
+        except MalformedRecord:
+            return None
+    return None

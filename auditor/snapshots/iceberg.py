@@ -129,6 +129,29 @@ def create_iceberg_snapshot(
     props = dict(catalog_properties or {})
     cat = _load_catalog(catalog, props)
     tbl = _load_table(cat, table)
+    snapshot_id = _live_snapshot_id(tbl, table, snapshot_id)
+    if guard:
+        _tag(tbl, table, snapshot_id)  # before hashing: from here on no honest expire can drop it
+        tbl = tbl.refresh()
+    root = _table_root(tbl)
+    paths, sources, sizes = _data_files(tbl, table, snapshot_id, root)
+    entries = _hashed_entries(table, snapshot_id, paths, sources, sizes, progress)
+    origin = {
+        "catalog": catalog,
+        "catalog_properties": recorded_properties(props),
+        "table": table,
+        "location": root,
+        "snapshot_id": snapshot_id,
+        "guard": guard_tag(snapshot_id) if guard else None,
+    }
+    manifest = Manifest.build(entries, kind=KIND, origin=origin)
+    blob = as_store(store)
+    sid = put_manifest(manifest, blob)
+    return SnapshotInfo(sid, len(manifest.files), manifest.total_bytes, 0, manifest.kind, blob.uri)
+
+
+def _live_snapshot_id(tbl: Any, table: str, snapshot_id: int | None) -> int:
+    """``snapshot_id`` (the current snapshot when None), checked to be still in the table's metadata."""
     if snapshot_id is None:
         current = tbl.current_snapshot()
         if current is None:
@@ -136,12 +159,20 @@ def create_iceberg_snapshot(
         snapshot_id = current.snapshot_id
     if tbl.metadata.snapshot_by_id(snapshot_id) is None:
         raise NotFound(_expired(table, snapshot_id), hint="pin a snapshot the table still has (table.snapshots())")
-    if guard:
-        _tag(tbl, table, snapshot_id)  # before hashing: from here on no honest expire can drop it
-        tbl = tbl.refresh()
+    return snapshot_id
+
+
+def _table_root(tbl: Any) -> str:
+    """The table's location as a URI without a trailing slash (a bare path becomes ``file://``)."""
     root = tbl.metadata.location.rstrip("/")
     if "://" not in root:
         root = "file://" + os.path.abspath(root)
+    return root
+
+
+def _data_files(tbl: Any, table: str, snapshot_id: int, root: str) -> tuple[list[str], list[dict[str, str]], list[int]]:
+    """(table-relative paths, sources, recorded sizes) of the snapshot's data files; refuses delete files
+    and data files outside the table location."""
     sources: list[dict[str, str]] = []
     paths: list[str] = []
     sizes: list[int] = []
@@ -158,6 +189,12 @@ def create_iceberg_snapshot(
         paths.append(check_entry_path(full[len(root) + 1 :]))
         sources.append({"uri": full})
         sizes.append(task.file.file_size_in_bytes)
+    return paths, sources, sizes
+
+
+def _hashed_entries(table: str, snapshot_id: int, paths: list[str], sources: list[dict[str, str]], sizes: list[int],
+                    progress: ProgressFn | None) -> list[Entry]:
+    """Hash every data file into a manifest entry, checking each size against the one Iceberg recorded."""
     entries = []
     for path, source, size, measured in zip(paths, sources, sizes, hash_sources(sources, progress), strict=True):
         if isinstance(measured, str):
@@ -168,18 +205,7 @@ def create_iceberg_snapshot(
                 hint="the data file was altered after it was committed; restore it before pinning",
             )
         entries.append(Entry(path=path, size=measured[0], hash=measured[1], source=source))
-    origin = {
-        "catalog": catalog,
-        "catalog_properties": recorded_properties(props),
-        "table": table,
-        "location": root,
-        "snapshot_id": snapshot_id,
-        "guard": guard_tag(snapshot_id) if guard else None,
-    }
-    manifest = Manifest.build(entries, kind=KIND, origin=origin)
-    blob = as_store(store)
-    sid = put_manifest(manifest, blob)
-    return SnapshotInfo(sid, len(manifest.files), manifest.total_bytes, 0, manifest.kind, blob.uri)
+    return entries
 
 
 def origin_problems(manifest: Manifest, *, check_guard: bool = True) -> list[Problem]:
