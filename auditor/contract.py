@@ -1,7 +1,7 @@
 """The entry-point contract between a training script (through the SDK) and the auditor. Pure: no I/O.
 
 A rebuild runs the recorded entrypoint with these variables set, and reads back these files from
-``REPRO_OUTPUT_DIR``. The SDK (``auditor.registry.sdk``) is the script's side, the runners
+``REPRO_OUTPUT_DIR``. The SDK (``auditor.sdk``) is the script's side, the runners
 (``auditor.rebuild``) are the auditor's side; both take every name from here, so the contract has
 one home. The README's "entry-point contract" section documents the same table.
 

@@ -1,6 +1,6 @@
 """The MLflow writing side of the SDK: start or attach to a run, log the record, register a version.
 
-Only ``auditor.registry.sdk`` calls this module. Every MLflow call goes through
+Only the SDK (``auditor.sdk``) calls this module. Every MLflow call goes through
 ``MlflowClient`` with an explicit run id, so nothing depends on which run the
 fluent API thinks is active; the fluent API is used only to start (and end) the
 run, so that the user's own ``mlflow.log_*`` calls inside the block land in it.
@@ -36,6 +36,7 @@ from auditor.tags import (
     WEIGHTS_ARTIFACT,
     WEIGHTS_DIR,
 )
+from auditor.uris import run_artifact_uri
 
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
 # value 6,000 characters, a run tag 8,000 (key characters: layout.safe_key).
@@ -278,6 +279,6 @@ def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -
             tags[TAG_TRAIN_SECONDS] = run.data.tags[TAG_TRAIN_SECONDS]
         model_id = run.data.tags.get(TAG_LOGGED_MODEL)
         # a LoggedModel (pyfunc over the weights) when the run logged one; else the run's weights folder
-        source = client.get_logged_model(model_id).artifact_location if model_id else f"runs:/{run_id}/{WEIGHTS_DIR}"
+        source = client.get_logged_model(model_id).artifact_location if model_id else run_artifact_uri(run_id, WEIGHTS_DIR)
         version = client.create_model_version(name, source=source, run_id=run_id, tags=tags, model_id=model_id)
     return str(version.version)

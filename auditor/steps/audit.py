@@ -221,7 +221,7 @@ def rebuild_once(a: _Audit, workspace, out: Path, timeout: float, **recipe: Any)
 #: Re-evaluate the registered weights in a forked child of the rebuild's own process (issue 18), instead
 #: of a second process. An audit of the adapted public example once hung there: its script ran torch
 #: code before ``auditor.start``, so the child entered an OpenMP pool whose threads a fork does not copy;
-#: the child now always limits its native pools to one thread (``auditor.registry.sdk._one_thread``).
+#: the child now always limits its native pools to one thread (``auditor.sdk.evaluation.one_thread``).
 EVALUATE_THEN_TRAIN = True
 
 

@@ -126,7 +126,7 @@ def test_library_log_records_are_redacted_before_any_handler_sees_them():
 
 def test_every_library_logger_carries_the_filter():
     import auditor.deploy  # noqa: F401
-    import auditor.registry.sdk  # noqa: F401
+    import auditor.sdk  # noqa: F401
     import auditor.settings  # noqa: F401
     from auditor.lineage.redact import RedactingFilter
 
@@ -159,7 +159,7 @@ def test_a_data_ref_name_that_cannot_round_trip_is_refused_naming_it(name):
 
 
 def test_track_refuses_a_data_ref_name_with_an_equals_sign_and_takes_the_allowed_form():
-    from auditor.registry.sdk import _data_refs
+    from auditor.sdk.capture import _data_refs
 
     with pytest.raises(BadInput, match="'train=v2'"):
         _data_refs({"train=v2": "store@blake3:" + "0" * 64}, {}, False)

@@ -87,7 +87,7 @@ def test_the_same_generated_data_is_the_same_snapshot_and_other_data_another(sql
 
 def test_generated_data_refuses_what_it_cannot_record_naming_it():
     with pytest.raises(BadInput, match="'labels'.*set"):
-        from auditor.registry.sdk import _arrays
+        from auditor.sdk.generated import _arrays
 
         _arrays({"labels": {"a", "b"}}, "")
     with pytest.raises(BadInput, match="no data"):
@@ -172,7 +172,7 @@ def test_reseeding_after_track_is_warned_with_the_line_and_the_fix(sqlite_tracki
     import torch
 
     original = torch.manual_seed
-    caplog.set_level(logging.WARNING, logger="auditor.registry.sdk")
+    caplog.set_level(logging.WARNING, logger="auditor.sdk")
     with auditor.track(config={}, seed=1, data={"train": "t@latest"}, **_kwargs(project)) as run:
         torch.manual_seed(run.seed)  # the fix: no warning
         np.random.seed(run.seed)
@@ -195,7 +195,7 @@ def test_reseeding_after_track_is_warned_with_the_line_and_the_fix(sqlite_tracki
 def test_the_loaders_worker_seeding_is_not_reported(sqlite_tracking_uri, project, caplog):
     import torch
 
-    caplog.set_level(logging.WARNING, logger="auditor.registry.sdk")
+    caplog.set_level(logging.WARNING, logger="auditor.sdk")
     with auditor.track(config={}, seed=2, data={"train": "t@latest"}, **_kwargs(project)) as run:
         loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2, shuffle=True, num_workers=2, **run.dataloader_kwargs())
         assert sorted(int(i) for batch in loader for i in batch) == list(range(8))
@@ -258,7 +258,7 @@ def test_a_calibration_rerun_gives_the_audits_seed_to_the_config_seed(project, t
 
 def test_an_argv_that_disagrees_with_the_recorded_config_is_warned_and_the_record_wins(project, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(sys, "argv", ["train.py", "--epochs", "5"])
-    caplog.set_level(logging.WARNING, logger="auditor.registry.sdk")
+    caplog.set_level(logging.WARNING, logger="auditor.sdk")
     env = _rebuild_env(tmp_path, {"lr": 0.1, "epochs": 3, "seed": 1, "out": "runs"}, seed=1)
     with auditor.track(config=_parser(), data={"train": ""}, env={**env, "REPRO_DATA_TRAIN": str(tmp_path)}, **_kwargs(project)) as run:
         assert run.args.epochs == 3
@@ -266,7 +266,7 @@ def test_an_argv_that_disagrees_with_the_recorded_config_is_warned_and_the_recor
 
 
 def test_generated_data_that_does_not_repeat_in_a_rebuild_is_warned(project, tmp_path, monkeypatch, caplog):
-    caplog.set_level(logging.WARNING, logger="auditor.registry.sdk")
+    caplog.set_level(logging.WARNING, logger="auditor.sdk")
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     np.save(recorded / "x.npy", np.zeros(3), allow_pickle=False)

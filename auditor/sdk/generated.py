@@ -1,0 +1,144 @@
+"""Data a script generates (or downloads) itself, recorded as a snapshot: ``auditor.generated(...)``.
+
+``data={"train": auditor.generated(x=x, y=y)}``: at training time the values are written as ``.npy``
+and snapshotted; in a rebuild the script generates them again and they are compared byte for byte
+with the recorded snapshot the audit materialised. This module knows nothing of ``Run``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from auditor.contract import data_env_var
+from auditor.errors import BadInput
+from auditor.lineage.record import DataRef
+from auditor.lineage.redact import redacted_logger
+
+log = redacted_logger(__name__)  # the warnings quote data names and snapshot URIs
+
+
+class GeneratedData:
+    """Data a script makes itself, to be recorded as a snapshot: see ``generated``."""
+
+    def __init__(self, values: Any, store: str | None) -> None:
+        self.values = values
+        self.store = store
+
+    def write(self, folder: Path) -> Path:
+        """Write the data into ``folder`` (arrays as ``.npy``, no pickle; a file or folder copied); returns it."""
+        folder.mkdir(parents=True, exist_ok=True)
+        values = self.values
+        if isinstance(values, (str, os.PathLike)):
+            source = Path(values)
+            if source.is_dir():
+                shutil.copytree(source, folder, dirs_exist_ok=True)
+            elif source.is_file():
+                shutil.copy2(source, folder / source.name)
+            else:
+                raise BadInput(f"generated data {str(source)!r} is neither a file nor a folder")
+            return folder
+        import numpy as np
+
+        for name, array in _arrays(values, "").items():
+            np.save(folder / f"{name or 'data'}.npy", array, allow_pickle=False)
+        return folder
+
+
+def generated(*values: Any, store: str | None = None, **named: Any) -> GeneratedData:
+    """Record data the script generates (or downloads) itself as a snapshot: ``data={"train": auditor.generated(x, y)}``.
+
+    ``values`` are arrays or tensors (``0.npy``, ``1.npy``, …), a ``TensorDataset``, a mapping of
+    names to arrays, or the path of a file or folder the script wrote; ``named`` gives the names
+    (``x.npy``). At training time they are written as ``.npy`` and snapshotted into ``store``
+    (default ``REPRO_SNAPSHOT_STORE``): the record names that snapshot like any other, so the gate
+    and the audit treat it as snapshot data (auditable lineage: the bytes are content-addressed).
+    In a rebuild the script generates its data again; the SDK compares it byte for byte with the
+    recorded snapshot the audit materialised and warns, naming the files, when the generation did not
+    repeat (an unseeded generator). ``run.data_path(name)`` is the snapshot folder in both modes.
+    """
+    if values and named:
+        raise BadInput("auditor.generated takes positional values or named ones, not both")
+    if named:
+        return GeneratedData(dict(named), store)
+    if len(values) == 1:
+        return GeneratedData(values[0], store)
+    if not values:
+        raise BadInput("auditor.generated() was given no data", hint="e.g. auditor.generated(x=x, y=y)")
+    return GeneratedData(list(values), store)
+
+
+def _arrays(value: Any, prefix: str) -> dict[str, Any]:
+    """Arrays and tensors found in ``value`` (nested lists, tuples, mappings, TensorDataset), by dotted name."""
+    import numpy as np
+
+    if hasattr(value, "tensors") and isinstance(value.tensors, (list, tuple)):  # torch TensorDataset
+        value = list(value.tensors)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_arrays(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, (list, tuple)):
+        out = {}
+        for index, item in enumerate(value):
+            out.update(_arrays(item, f"{prefix}.{index}" if prefix else str(index)))
+        return out
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            raise BadInput(f"generated data {prefix!r} is bfloat16, which .npy cannot hold", hint="pass it as float32")
+        value = value.numpy()
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            raise BadInput(f"generated data {prefix!r} holds Python objects; only numeric arrays are recorded")
+        return {prefix: np.ascontiguousarray(value)}
+    if isinstance(value, (int, float, bool)):
+        return {prefix: np.asarray(value)}
+    raise BadInput(
+        f"generated data {prefix or 'value'!r} is a {type(value).__name__}, not an array, tensor or file",
+        hint="pass arrays/tensors, a TensorDataset, a mapping of them, or the path of the file or folder you wrote",
+    )
+
+
+def generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuild: bool) -> DataRef:
+    """The data ref of generated data ``name``: a new snapshot at training time, the audit's folder in a rebuild."""
+    with tempfile.TemporaryDirectory(prefix="repro-generated-") as tmp:
+        folder = spec.write(Path(tmp) / name)
+        if rebuild:
+            var = data_env_var(name)
+            recorded = env.get(var)
+            if not recorded or not Path(recorded).is_dir():
+                raise BadInput(f"rebuild mode: {var} is unset; the audit materialises the recorded snapshot of {name!r} there")
+            differ = _differing_files(folder, Path(recorded))
+            if differ:
+                log.warning(
+                    "repro: generated data %r differs from the recorded snapshot (%s): the script's generation did not "
+                    "repeat (seed it, e.g. with a constant seed before auditor.track); the rebuild trains on what it generated",
+                    name, ", ".join(differ[:5]) + (" …" if len(differ) > 5 else ""),
+                )
+            return DataRef(kind="path", uri=recorded)
+        from auditor.settings import snapshot_store_from
+        from auditor.snapshots import create_snapshot
+
+        store = spec.store or snapshot_store_from(env)
+        if "://" not in store:
+            store = str(Path(store).resolve())
+        info = create_snapshot(folder, store)
+    log.info("repro: generated data %r recorded as snapshot %s@%s", name, store, info.id)
+    return DataRef(kind="snapshot", uri=store, version=info.id)
+
+
+def _differing_files(ours: Path, recorded: Path) -> list[str]:
+    """Files (relative paths) that are in only one of the folders or differ in their bytes."""
+    mine = {p.relative_to(ours).as_posix(): p for p in ours.rglob("*") if p.is_file()}
+    theirs = {p.relative_to(recorded).as_posix(): p for p in recorded.rglob("*") if p.is_file()}
+    differ = sorted(set(mine) ^ set(theirs))
+    for rel in sorted(set(mine) & set(theirs)):
+        if mine[rel].read_bytes() != theirs[rel].read_bytes():
+            differ.append(rel)
+    return differ
