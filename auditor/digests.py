@@ -67,5 +67,11 @@ def same(a: str | None, b: str | None) -> bool:
     return bool(a) and bool(b) and bare(a.lower()) == bare(b.lower())
 
 
+def is_digest_ref(image: str) -> bool:
+    """``REGISTRY/REPO@sha256:<64 hex>``: an image named by its digest (a tag alone moves)."""
+    name, at, digest = (image or "").partition("@")
+    return bool(at) and bool(name) and not any(c.isspace() for c in name) and is_sha256(digest)
+
+
 def is_sha256(text: str) -> bool:
     return bool(SHA256_DIGEST.fullmatch(text or ""))

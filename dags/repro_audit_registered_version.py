@@ -3,9 +3,10 @@
 Scheduled on the training DAG's asset (``REPRO_TRAINING_ASSET``, default
 ``mlflow://models``): the training DAG declares it as an outlet and names the version
 it registered in the event's extra, ``{"model_uri": "models:/NAME/VERSION"}``. One
-task, one call into the audit door (``auditor.deploy.airflow.audit_version`` (what ``repro-audit audit``
-runs), then the ``verdict`` task whose state is the verdict, as in the nightly audit. Parsing reads only
-settings through reads that cannot fail; the task resolves the rest when it runs.
+``AuditOperator`` (``auditor.airflow.operators``), one call into the audit door (``Session.audit``,
+what ``repro-audit audit`` runs) for the newest event's version, then the ``verdict`` task whose
+state is the verdict, as in the nightly audit. Parsing reads only settings through reads that
+cannot fail; the task resolves the rest when it runs.
 """
 
 from __future__ import annotations
@@ -13,17 +14,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import dag
 
-from auditor.deploy.airflow import (
-    audit_task,
-    audit_timeout,
-    failure_notifiers,
-    task_defaults,
-    training_asset,
-    verdict_task,
-)
-
-GPU_POOL = "repro_gpu"
-GPU_QUEUE = "gpu"
+from auditor.airflow import GPU_POOL, GPU_QUEUE, REGISTERED_VERSION_TEMPLATE, task_defaults, training_asset
+from auditor.airflow.notifications import failure_notifiers
+from auditor.airflow.operators import AuditOperator, VerdictOperator
 
 
 @dag(
@@ -38,14 +31,8 @@ GPU_QUEUE = "gpu"
     doc_md=__doc__,
 )
 def repro_audit_registered_version() -> None:
-    @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
-    def audit(publish_error: bool = True, **context) -> dict:
-        """Audit and publish the newly registered version (the ``verdict`` task after it judges the verdict)."""
-        from auditor.deploy.airflow import audit_version, registered_version
-
-        return audit_version(registered_version(context), context, publish_error=publish_error)
-
-    verdict_task()(audit())
+    audit = AuditOperator(task_id="audit", model_ref=REGISTERED_VERSION_TEMPLATE, pool=GPU_POOL, queue=GPU_QUEUE)
+    VerdictOperator(row=audit.output)
 
 
 repro_audit_registered_version()

@@ -4,7 +4,7 @@ Triggered by hand with params ``model_uri`` and ``reruns``; the runner comes fro
 ``REPRO_RUNNER``. One task, one call into ``Session.calibrate`` (``auditor.steps``) (what
 ``repro-audit calibrate`` runs), which stores the band where later audits read it.
 Parsing reads only the retry delay, through a read that cannot fail; the task resolves
-the settings when it runs.
+the settings when it runs (``auditor.airflow.hooks.AuditHook``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.deploy.airflow import failure_notifiers, task_defaults
-
-GPU_POOL = "repro_gpu"
-GPU_QUEUE = "gpu"
+from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
+from auditor.airflow.notifications import failure_notifiers
 
 
 @dag(
@@ -39,7 +37,7 @@ def repro_calibrate_tolerance() -> None:
     @task(pool=GPU_POOL, queue=GPU_QUEUE, multiple_outputs=False, on_failure_callback=failure_notifiers("task"))
     def calibrate(**context) -> dict:
         """Calibrate and store the bands; XCom gets each metric's [lower, upper], not the runs behind them."""
-        from auditor.deploy.airflow import task_session
+        from auditor.airflow.hooks import task_session
 
         params = context["params"]
         bands = task_session(context).calibrate(params["model_uri"], reruns=int(params["reruns"]))

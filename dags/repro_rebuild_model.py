@@ -1,14 +1,15 @@
 """repro_rebuild_model: rebuild one historical model on demand, judge it, publish its report.
 
 Triggered by hand with params ``model_uri`` (``models:/NAME/VERSION`` or
-``models:/NAME@ALIAS``), ``reruns`` and ``runner``. One task, one call into
-``auditor.deploy.airflow.audit_version`` (the one audit door (what ``repro-audit audit`` runs); the
-rebuilt artifact is kept with the report's evidence. Idempotent per model
-version and logical date: a second trigger for the same day publishes nothing new.
-Parsing reads only the retry delay, rebuild timeout, mail recipients and the runner
-param's default, through reads that cannot fail; the task resolves the settings (and
-the MLflow and S3 Connections) when it runs. The ``verdict`` task after it is the
-verdict as a state, as in the nightly audit (``auditor.deploy.airflow.VerdictOperator``).
+``models:/NAME@ALIAS``), ``reruns`` and ``runner``. One ``AuditOperator``
+(``auditor.airflow.operators``), one call into the audit door (``Session.audit``, what
+``repro-audit audit`` runs), with the run's ``runner`` and ``reruns``; the rebuilt artifact is
+kept with the report's evidence. Idempotent per model version and logical date: a second
+trigger for the same day publishes nothing new. Parsing reads only the retry delay, rebuild
+timeout, mail recipients and the runner param's default, through reads that cannot fail; the
+task resolves the settings (and the MLflow and S3 Connections) when it runs. The ``verdict``
+task after it is the verdict as a state, as in the nightly audit
+(``auditor.airflow.operators.VerdictOperator``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag
 
-from auditor.deploy.airflow import audit_task, audit_timeout, failure_notifiers, task_defaults, verdict_task
-from auditor.settings import RUNNER
-
-GPU_POOL = "repro_gpu"
-GPU_QUEUE = "gpu"
-
+from auditor.airflow import GPU_POOL, GPU_QUEUE, default_runner, task_defaults
+from auditor.airflow.notifications import failure_notifiers
+from auditor.airflow.operators import AuditOperator, VerdictOperator
 
 
 @dag(
@@ -37,22 +35,14 @@ GPU_QUEUE = "gpu"
             type="string", pattern=r"^models:/.+", description="models:/NAME/VERSION or models:/NAME@ALIAS"
         ),
         "reruns": Param(1, type="integer", minimum=1, description="rebuilds to run and compare"),
-        "runner": Param(RUNNER.get_or_default(), type="string", enum=["process", "docker"], description="how to run"),
+        "runner": Param(default_runner(), type="string", enum=["process", "docker"], description="how to run"),
     },
     tags=["repro-audit", "audit", "on-demand"],
     doc_md=__doc__,
 )
 def repro_rebuild_model() -> None:
-    @audit_task(pool=GPU_POOL, queue=GPU_QUEUE, execution_timeout=audit_timeout())
-    def rebuild(publish_error: bool = True, **context) -> dict:
-        """Rebuild, judge and publish; returns the verdict and the report's URI (the ``verdict`` task judges it)."""
-        from auditor.deploy.airflow import audit_version
-
-        params = context["params"]
-        return audit_version(params["model_uri"], context, publish_error=publish_error, runner=params["runner"],
-                             reruns=int(params["reruns"]))
-
-    verdict_task()(rebuild())
+    rebuild = AuditOperator(task_id="rebuild", model_ref="{{ params.model_uri }}", pool=GPU_POOL, queue=GPU_QUEUE)
+    VerdictOperator(row=rebuild.output)
 
 
 repro_rebuild_model()

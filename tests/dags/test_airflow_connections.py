@@ -1,7 +1,7 @@
 """The MLflow and S3 Connections, with the environment as fallback, and the links they give a task.
 
 Real Airflow (in a child process, see conftest): Connections defined the way a deployment defines
-them in the environment (``AIRFLOW_CONN_*``), read by ``auditor.deploy.airflow.task_settings``.
+them in the environment (``AIRFLOW_CONN_*``), read by ``auditor.airflow.hooks.AuditHook``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import json
 
 PROBE = r"""
 import json, os
-from auditor.deploy.airflow import model_version_url, task_settings
+from auditor.airflow.hooks import AuditHook
+from auditor.airflow.links import model_version_url
 
-settings = task_settings()
+settings = AuditHook().get_conn()
 json.dump({"tracking_uri": settings.tracking_uri, "aws": {k: os.environ.get(k) for k in (
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_DEFAULT_REGION")},
     "link": model_version_url(settings.tracking_uri, "models:/credit scorer/3")}, open(os.environ["PROBE_OUT"], "w"))

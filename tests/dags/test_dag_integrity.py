@@ -23,7 +23,7 @@ GPU_TASKS = {
     ("repro_calibrate_tolerance", "calibrate"),
 }
 HEAVY = ("torch", "mlflow", "boto3", "botocore", "docker", "pandas", "safetensors", "deltalake")
-# What a DAG file may import at its top: the Task SDK, dates, and the auditor's settings.
+# What a DAG file may import at its top: the Task SDK, dates, and the auditor's Airflow package.
 ALLOWED_TOP_LEVEL = {
     "__future__",
     "os",
@@ -32,10 +32,18 @@ ALLOWED_TOP_LEVEL = {
     "collections.abc",
     "pendulum",
     "airflow.sdk",
-    "auditor.settings",
-    "auditor.deploy",
-    "auditor.deploy.airflow",
+    "auditor.airflow",
+    "auditor.airflow.notifications",
+    "auditor.airflow.operators",
 }
+# Of the auditor, a DAG file imports (anywhere in it, a task's body included) only these packages.
+AUDITOR_FOR_DAGS = ("auditor.airflow", "auditor.steps")
+# What parsing the DAG folder loads of the auditor: the Airflow package's light modules, and settings with
+# the floors below it (import-linter's layers contract), nothing that audits.
+LOADED_AT_PARSE = {"auditor", "auditor.airflow", "auditor.airflow.context", "auditor.airflow.hooks", "auditor.airflow.links",
+                   "auditor.airflow.notifications", "auditor.airflow.operators"}
+BELOW_SETTINGS = ("auditor.settings", "auditor.tags", "auditor.git", "auditor.contract", "auditor.canonical", "auditor.uris",
+                  "auditor.errors", "auditor.digests", "auditor.outcomes")
 
 PARSE = r"""
 import json, os, sys
@@ -127,9 +135,10 @@ def test_a_malformed_or_missing_setting_is_no_dag_import_error(airflow_env, run_
 
 def test_parsing_the_dag_folder_imports_neither_torch_nor_mlflow_nor_boto3(parsed):
     assert parsed["heavy"] == []
-    # Only settings (and what it needs) of the auditor is loaded while parsing: the pipeline waits for the task
-    # (auditor.deploy.context, the audit-date rule, imports nothing).
-    assert set(parsed["auditor"]) <= {"auditor", "auditor.settings", "auditor.errors", "auditor.deploy", "auditor.deploy.context", "auditor.deploy.airflow"}
+    # Only settings and the Airflow package's light modules are loaded while parsing: the steps wait for the task
+    # (auditor.airflow.context, the audit-date rule, imports nothing).
+    loaded = {m for m in parsed["auditor"] if not any(m == b or m.startswith(b + ".") for b in BELOW_SETTINGS)}
+    assert loaded <= LOADED_AT_PARSE, loaded - LOADED_AT_PARSE
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))
@@ -186,9 +195,32 @@ def _dag_sources() -> list[Path]:
 def _decorated_tasks(tree: ast.Module) -> list[ast.FunctionDef]:
     def is_task(decorator: ast.expr) -> bool:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        return isinstance(target, ast.Name) and target.id in ("task", "audit_task")
+        return isinstance(target, ast.Name) and target.id == "task"
 
     return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and any(map(is_task, n.decorator_list))]
+
+
+def _session_calls(fn: ast.FunctionDef) -> list[ast.Call]:
+    """Calls of a session's verb: ``session.VERB(...)`` or ``task_session(context).VERB(...)``."""
+    def is_session(node: ast.expr) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id == "session"
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "task_session"
+
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and is_session(n.func.value)]
+
+
+def _operators(tree: ast.Module) -> set[str]:
+    """The operator classes a DAG file instantiates (``Op(...)``) or maps (``Op.partial(...)``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "partial":
+                func = func.value
+            if isinstance(func, ast.Name) and func.id.endswith("Operator"):
+                names.add(func.id)
+    return names
 
 
 def test_there_is_one_file_per_dag():
@@ -207,20 +239,47 @@ def test_a_dag_file_imports_only_the_task_sdk_dates_and_settings_at_its_top(path
     assert top <= ALLOWED_TOP_LEVEL, top - ALLOWED_TOP_LEVEL
 
 
+def _session_verbs() -> set[str]:
+    """The public verbs of an audit session (``auditor.steps.Session``): what a task may call, once."""
+    from auditor.steps import Session
+
+    return {name for name, member in vars(Session).items() if callable(member) and not name.startswith("_")}
+
+
 @pytest.mark.parametrize("path", _dag_sources(), ids=lambda p: p.name)
-def test_every_task_is_one_call_into_the_pipeline(path):
-    tasks = _decorated_tasks(ast.parse(path.read_text(encoding="utf-8")))
-    assert tasks, f"{path.name} defines no @task"
+def test_every_task_is_one_call_into_an_audit_session_and_every_audit_is_the_audit_operator(path):
+    """A ``@task`` opens one session and calls one of its verbs; an audit is an ``AuditOperator`` (one call
+    into the door, ``Session.audit``) and its ``VerdictOperator``, nothing hand-rolled."""
+    verbs = _session_verbs()
+    assert {"audit", "calibrate", "sample", "publish_summary"} <= verbs
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tasks, operators = _decorated_tasks(tree), _operators(tree)
+    assert tasks or operators, f"{path.name} defines no task"
     for fn in tasks:
-        calls = [
-            n
-            for n in ast.walk(fn)
-            if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and isinstance(n.func.value, ast.Name)
-            and n.func.value.id == "pipeline"
-        ]
-        assert len(calls) == 1, f"{path.name}:{fn.name} makes {len(calls)} pipeline calls"
+        calls = _session_calls(fn)
+        assert len(calls) == 1 and calls[0].func.attr in verbs, f"{path.name}:{fn.name} makes {len(calls)} session calls"
+    assert operators <= {"AuditOperator", "VerdictOperator"}, operators
+    assert ("AuditOperator" in operators) == ("VerdictOperator" in operators), path.name
+
+
+@pytest.mark.parametrize("path", _dag_sources(), ids=lambda p: p.name)
+def test_a_dag_file_imports_of_the_auditor_only_its_airflow_package_and_the_steps(path):
+    """The DAG files' import contract, as pyproject's import-linter contract states it for ``dags/``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules = {alias.name for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names}
+    modules |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    auditor = {m for m in modules if m.split(".")[0] == "auditor"}
+    stray = {m for m in auditor if not any(m == p or m.startswith(p + ".") for p in AUDITOR_FOR_DAGS)}
+    assert not stray, f"{path.name} imports {sorted(stray)}: a DAG file goes through auditor.airflow or auditor.steps"
+
+
+@pytest.mark.parametrize("path", _dag_sources(), ids=lambda p: p.name)
+def test_a_dag_file_holds_no_constants_of_its_own(path):
+    """Pools, queues, schedules and templates come from ``auditor.airflow``: no module-level assignment here."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assigned = [t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)]
+    assert assigned == [], f"{path.name} defines {assigned}"
 
 
 @pytest.mark.parametrize("dag_id", sorted(DAG_IDS))

@@ -71,7 +71,7 @@ def test_the_pods_date_run_and_last_try_are_rendered_by_airflow_for_every_kind_o
     out = _probe(tmp_path, "kubernetes", RENDER)
     assert out["mapped"] == ["arguments"]
     assert out["retries"] == 2  # so try 3 is the last: only it publishes an ERROR, as on the Celery route
-    entry = ["python", "-m", "auditor.deploy.pod_main"]
+    entry = ["python", "-m", "auditor.airflow.pod_main"]
     run = ["--audit-run", "repro_nightly_audit/manual__1"]
     ref = ["--ref", "models:/m/1"]
     assert out["rendered"] == {

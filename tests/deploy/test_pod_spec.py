@@ -1,6 +1,6 @@
 """The pod a rebuild task submits on the Kubernetes route, checked without a cluster.
 
-The spec is rendered by ``auditor.deploy.kubernetes`` and then built into a
+The spec is rendered by ``auditor.airflow.kubernetes`` and then built into a
 ``V1Pod`` by the real ``KubernetesPodOperator`` (its ``dry_run`` build needs no
 cluster and no kube config), so what is checked is what the operator would send.
 """
@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from auditor.deploy import DATE_TEMPLATE, rebuild_backend
-from auditor.deploy.context import LAST_TRY_TEMPLATE
-from auditor.deploy.kubernetes import PodSettings, operator_kwargs, pod_arguments, pod_command, render_pod
+from auditor.airflow import DATE_TEMPLATE, rebuild_backend
+from auditor.airflow.context import LAST_TRY_TEMPLATE
+from auditor.airflow.kubernetes import PodSettings, operator_kwargs, pod_arguments, pod_command, render_pod
 from auditor.errors import BadInput
 
 DIGEST = "sha256:" + "ab" * 32
@@ -99,7 +99,7 @@ def test_the_arguments_carry_the_model_and_airflows_date_and_run_templates():
     # the date is the Celery tasks' rule as a template (tests/unit/test_audit_date.py renders both); the
     # templates ride in the command, a field of the operator's partial, which Airflow renders; the mapped
     # arguments come from an upstream XCom, which Airflow never renders, so they hold the ref alone
-    assert pod_command() == ["python", "-m", "auditor.deploy.pod_main", "--date", DATE_TEMPLATE,
+    assert pod_command() == ["python", "-m", "auditor.airflow.pod_main", "--date", DATE_TEMPLATE,
                              "--audit-run", "{{ dag.dag_id }}/{{ run_id }}", "--last-try", LAST_TRY_TEMPLATE]
     assert pod_arguments(REF) == ["--ref", REF]
     assert "params.get('date')" in DATE_TEMPLATE and "ds" in DATE_TEMPLATE
@@ -120,7 +120,7 @@ def test_kubernetes_pod_operator_builds_the_same_locked_down_gpu_pod():
     assert container["image"] == IMAGE
     assert container["args"] == _container(expected)["args"]
     assert container["command"] == _container(expected)["command"] == [
-        "python", "-m", "auditor.deploy.pod_main", "--date", "2026-03-02", "--audit-run", "repro_nightly_audit/run-1",
+        "python", "-m", "auditor.airflow.pod_main", "--date", "2026-03-02", "--audit-run", "repro_nightly_audit/run-1",
         "--last-try", LAST_TRY_TEMPLATE]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
     assert container["securityContext"] == _container(expected)["securityContext"]
@@ -149,7 +149,7 @@ def test_the_pods_entry_point_reports_a_model_level_failure_as_a_verdict_and_exi
 
     env = {**os.environ, "MLFLOW_TRACKING_URI": "memory://empty", "REPRO_REPORTS": str(tmp_path / "reports"),
            "REPRO_HOME": str(tmp_path / "home")}
-    done = subprocess.run([sys.executable, "-m", "auditor.deploy.pod_main", "--ref", "models:/absent/1", "--date",
+    done = subprocess.run([sys.executable, "-m", "auditor.airflow.pod_main", "--ref", "models:/absent/1", "--date",
                            "2026-03-02", "--audit-run", "repro_nightly_audit/run-1"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -13,9 +13,16 @@ import jinja2
 import jinja2.sandbox
 import pytest
 
-from auditor.deploy import DATE_TEMPLATE, audit_date
-from auditor.deploy.context import LAST_TRY_TEMPLATE, is_last_try
-from auditor.deploy.kubernetes import pod_command
+from auditor.airflow import DATE_TEMPLATE, audit_date
+from auditor.airflow.context import (
+    AUDIT_RUN_TEMPLATE,
+    LAST_TRY_TEMPLATE,
+    REGISTERED_VERSION_TEMPLATE,
+    audit_run,
+    is_last_try,
+    registered_version,
+)
+from auditor.airflow.kubernetes import pod_command
 
 RUN = SimpleNamespace(run_after=dt.datetime(2026, 3, 4, 23, 59, tzinfo=dt.UTC))
 CASES = {
@@ -52,3 +59,30 @@ def test_the_last_try_rule_and_its_template_agree(try_number, retries, last):
 def test_the_pod_is_told_whether_its_try_is_the_last():
     command = pod_command()
     assert command[command.index("--last-try") + 1] == LAST_TRY_TEMPLATE
+
+
+def test_the_audit_run_rule_and_its_template_agree():
+    context = {"dag": SimpleNamespace(dag_id="repro_nightly_audit"), "run_id": "scheduled__2026-03-01"}
+    assert audit_run(context) == _render(AUDIT_RUN_TEMPLATE, context) == "repro_nightly_audit/scheduled__2026-03-01"
+
+
+def _event(minute: int, extra: dict | None) -> SimpleNamespace:
+    return SimpleNamespace(timestamp=dt.datetime(2026, 3, 4, 12, minute, tzinfo=dt.UTC), extra=extra)
+
+
+EVENTS = {
+    "one event": ({"training": [_event(0, {"model_uri": "models:/m/1"})]}, "models:/m/1"),
+    "the newest that names a version": ({"training": [_event(1, {"model_uri": "models:/m/2"}), _event(0, {"model_uri": "models:/m/1"})],
+                                         "other": [_event(5, {"note": "no model"}), _event(3, None)]}, "models:/m/2"),
+    "none names one": ({"training": [_event(0, {})]}, None),
+    "no events": ({}, None),
+}
+
+
+@pytest.mark.parametrize(("events", "expected"), EVENTS.values(), ids=EVENTS.keys())
+def test_the_registered_version_rule_and_its_template_agree(events, expected):
+    """The asset-scheduled audit's ``model_ref``: the newest triggering event's ``model_uri`` (empty: none)."""
+    context = {"triggering_asset_events": events}
+    assert registered_version(context) == expected
+    assert _render(REGISTERED_VERSION_TEMPLATE, context) == (expected or "")
+    assert _render(REGISTERED_VERSION_TEMPLATE, {}) == ""  # a run that no asset event triggered

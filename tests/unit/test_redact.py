@@ -125,7 +125,7 @@ def test_library_log_records_are_redacted_before_any_handler_sees_them():
 
 
 def test_every_library_logger_carries_the_filter():
-    import auditor.deploy  # noqa: F401
+    import auditor.airflow  # noqa: F401
     import auditor.sdk  # noqa: F401
     import auditor.settings  # noqa: F401
     from auditor.lineage.redact import RedactingFilter

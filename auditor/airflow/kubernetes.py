@@ -4,8 +4,8 @@ One pod per audited model version, launched by ``KubernetesPodOperator`` with
 ``pod_template_dict=pod_template()``, ``cmds=pod_command()`` and ``arguments=pod_arguments(ref)``.
 The run's date and id are Jinja templates in ``cmds``, a field of the operator's ``partial()``:
 Airflow renders those, but not values mapped in from an upstream XCom (``arguments`` holds only
-the model ref). The pod runs ``python -m auditor.deploy.pod_main``: the same
-``pipeline.audit_and_publish`` the Celery route calls, so both routes publish
+the model ref). The pod runs ``python -m auditor.airflow.pod_main``: the same
+``Session.audit`` door the Celery route calls, so both routes publish
 the same evidence, exactly once per (model version, date).
 
 What the spec holds, and why:
@@ -30,23 +30,21 @@ outlives the rebuild timeout is stopped by ``activeDeadlineSeconds``.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.deploy.context import DATE_TEMPLATE, LAST_TRY_TEMPLATE
+from auditor.airflow.context import AUDIT_RUN_TEMPLATE, DATE_TEMPLATE, LAST_TRY_TEMPLATE
+from auditor.digests import is_digest_ref
 from auditor.errors import BadInput
 from auditor.settings import HOME, IMAGE, IMAGE_DIGEST, K8S_IMAGE, RUNNER, KubernetesSettings, Settings, get_settings
 
 CONTAINER = "base"  # the name KubernetesPodOperator reconciles its own arguments into
 UID = 10001  # the trainer image's non-root user (docker/Dockerfile)
-DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 APP_LABELS = {"app.kubernetes.io/name": "repro-audit", "app.kubernetes.io/component": "rebuild"}
 
-# Templated by Airflow when the operator renders ``cmds``: the audit date (auditor.deploy.context) and the run.
-AUDIT_RUN_TEMPLATE = "{{ dag.dag_id }}/{{ run_id }}"
-POD_ENTRY_POINT = ("python", "-m", "auditor.deploy.pod_main")
+# Templated by Airflow when the operator renders ``cmds``: the audit date and run (auditor.airflow.context).
+POD_ENTRY_POINT = ("python", "-m", "auditor.airflow.pod_main")
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ class PodSettings:
     timeout_s: int = Settings.rebuild_timeout_s
 
     def __post_init__(self) -> None:
-        if not DIGEST_REF.match(self.image):
+        if not is_digest_ref(self.image):
             raise BadInput(
                 f"trainer image {self.image!r} is not pinned by digest",
                 hint=f"set {K8S_IMAGE.name} to REGISTRY/REPO@sha256:<64 hex> "
@@ -129,8 +127,6 @@ def pod_arguments(model_ref: str) -> list[str]:
 
 def pod_template(pod: PodSettings) -> dict[str, Any]:
     """The rebuild pod without per-model arguments: a ``V1Pod`` as a dict."""
-    image_name, _, digest = pod.image.partition("@")
-    resources = {"cpu": pod.cpu, "memory": pod.memory, "nvidia.com/gpu": str(pod.gpus)}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": pod.timeout_s + 600,  # the rebuild's own timeout, plus fetching and publishing
@@ -148,41 +144,8 @@ def pod_template(pod: PodSettings) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [
-            {
-                "name": CONTAINER,
-                "image": pod.image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": list(POD_ENTRY_POINT),  # the operator's cmds (pod_command) take its place
-                "env": [
-                    # The rebuild's own record names the image it ran in.
-                    {"name": IMAGE.name, "value": image_name},
-                    {"name": IMAGE_DIGEST.name, "value": digest},
-                    {"name": HOME.name, "value": "/work/.repro"},
-                    {"name": RUNNER.name, "value": "process"},
-                ],
-                "envFrom": [{"configMapRef": {"name": pod.config_map}}, {"secretRef": {"name": pod.secret}}],
-                "resources": {"requests": dict(resources), "limits": dict(resources)},
-                "securityContext": {
-                    "allowPrivilegeEscalation": False,
-                    "privileged": False,
-                    "readOnlyRootFilesystem": True,
-                    "runAsNonRoot": True,
-                    "capabilities": {"drop": ["ALL"]},
-                },
-                "volumeMounts": [
-                    {"name": "work", "mountPath": "/work"},
-                    {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - an emptyDir, private to the pod
-                    {"name": "shm", "mountPath": "/dev/shm"},
-                ],
-            }
-        ],
-        "volumes": [
-            {"name": "work", "emptyDir": {"sizeLimit": pod.work_size}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-            # torch's DataLoader workers share tensors through /dev/shm; the runtime's default is 64 MiB.
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
-        ],
+        "containers": [_container(pod)],
+        "volumes": _volumes(pod),
     }
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
@@ -196,6 +159,49 @@ def pod_template(pod: PodSettings) -> dict[str, Any]:
         "metadata": {"namespace": pod.namespace, "labels": dict(APP_LABELS)},
         "spec": spec,
     }
+
+
+def _container(pod: PodSettings) -> dict[str, Any]:
+    """The rebuild container: image by digest, GPU resources, settings and credentials by reference, locked down."""
+    image_name, _, digest = pod.image.partition("@")
+    resources = {"cpu": pod.cpu, "memory": pod.memory, "nvidia.com/gpu": str(pod.gpus)}
+    return {
+        "name": CONTAINER,
+        "image": pod.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(POD_ENTRY_POINT),  # the operator's cmds (pod_command) take its place
+        "env": [
+            # The rebuild's own record names the image it ran in.
+            {"name": IMAGE.name, "value": image_name},
+            {"name": IMAGE_DIGEST.name, "value": digest},
+            {"name": HOME.name, "value": "/work/.repro"},
+            {"name": RUNNER.name, "value": "process"},
+        ],
+        "envFrom": [{"configMapRef": {"name": pod.config_map}}, {"secretRef": {"name": pod.secret}}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "work", "mountPath": "/work"},
+            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - an emptyDir, private to the pod
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+    }
+
+
+def _volumes(pod: PodSettings) -> list[dict[str, Any]]:
+    """The pod's scratch space: ``emptyDir`` volumes, since the root filesystem is read-only."""
+    return [
+        {"name": "work", "emptyDir": {"sizeLimit": pod.work_size}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        # torch's DataLoader workers share tensors through /dev/shm; the runtime's default is 64 MiB.
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+    ]
 
 
 def render_pod(model_ref: str, pod: PodSettings, *, date: str = DATE_TEMPLATE,
@@ -232,3 +238,20 @@ def operator_kwargs(pod: PodSettings, *, date: str = DATE_TEMPLATE, audit_run: s
         "on_finish_action": "delete_succeeded_pod",
         "startup_timeout_seconds": 900,  # pulling a CUDA image onto a fresh node takes minutes
     }
+
+
+def pick_arguments(pick: Mapping[str, Any]) -> list[str]:
+    """``pod_arguments`` of a sampled pick (what the nightly maps its pods over)."""
+    return pod_arguments(str(pick["ref"]))
+
+
+def audit_pods(picks: Any, pod: PodSettings, *, task_id: str = "audit", **kwargs: Any) -> Any:
+    """The audit as one ``KubernetesPodOperator`` pod per pick, mapped over ``picks`` (an XComArg); its output.
+
+    ``kwargs`` are further ``BaseOperator`` arguments (the pool). The provider is imported only here,
+    when the route is configured.
+    """
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    operator = KubernetesPodOperator.partial(task_id=task_id, **kwargs, **operator_kwargs(pod))
+    return operator.expand(arguments=picks.map(pick_arguments)).output  # an XComArg, like AuditOperator's

@@ -23,6 +23,7 @@ import traceback
 from pathlib import Path
 
 from auditor.errors import EXIT_OK, TASK_OUTCOMES, ReproError, describe, exit_code
+from auditor.uris import REF_HELP
 
 XCOM_DIR = Path("/airflow/xcom")  # KubernetesPodOperator's fixed mount path for the XCom sidecar
 
@@ -44,10 +45,10 @@ def _flag(text: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Audit and publish one model version; returns the process exit status."""
-    parser = argparse.ArgumentParser(prog="python -m auditor.deploy.pod_main", description=__doc__.splitlines()[0])
-    parser.add_argument("--ref", required=True, help="models:/NAME/VERSION or models:/NAME@ALIAS")
+    parser = argparse.ArgumentParser(prog="python -m auditor.airflow.pod_main", description=__doc__.splitlines()[0])
+    parser.add_argument("--ref", required=True, help=REF_HELP)
     parser.add_argument("--date", required=True, type=_iso_date,
-                        help="the audit date, YYYY-MM-DD (auditor.deploy.context: the date param, else the logical date)")
+                        help="the audit date, YYYY-MM-DD (auditor.airflow.context: the date param, else the logical date)")
     parser.add_argument("--audit-run", required=True, help="the Airflow DAG run that asked for the audit")
     parser.add_argument("--reruns", type=int, default=1)
     parser.add_argument("--last-try", type=_flag, default=True,
