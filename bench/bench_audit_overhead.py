@@ -10,9 +10,11 @@ run (the machine is shared, so only ratios taken close together mean anything):
   rebuild's process wall time from the result's timings; the **fixed part** is audit wall − rebuild wall
   (what the audit costs beyond re-running the recipe once).
 
-Then, once (the shortest length), the audit's own stages in-process, each timed by wrapping the
-pipeline's step functions: workspace, re-evaluation of the registered weights, rebuild, weight diff,
-report (evidence, first render, ledger, index), plus the CLI's start-up imports measured in a fresh
+Then, once (the shortest length), the audit's own stages in-process, timed through the audit session's
+public seams (``auditor.steps.Session``: a timing workspace step and a timing runner handed to it, the
+progress callback's stage marks) and by wrapping the public report and weight functions: record and
+lineage gate, registered weights, workspace, re-evaluation of the registered weights, rebuild, weight
+diff, report (evidence, first render, ledger, index), plus the CLI's start-up imports measured in a fresh
 interpreter (``python -m auditor --help`` and the modules an audit imports before it runs anything).
 
     python bench/bench_audit_overhead.py [--epochs 1,8,32] [--out bench/results/audit_overhead_after.txt]
@@ -63,29 +65,41 @@ def cli_audit(seeded, ref: str, date: str) -> dict:
     start = log.index("{")
     doc = json.JSONDecoder().raw_decode(log[start:])[0]
     timings = doc["result"]["timings"]
-    return {"wall": wall, "rebuild": timings.get("rebuild_s") or float("nan"), "verdict": doc["verdict"], "pipeline_wall": timings.get("wall_s")}
+    return {"wall": wall, "rebuild": timings.get("rebuild_s") or float("nan"), "verdict": doc["verdict"], "steps_wall": timings.get("wall_s")}
 
 
 def imports(env: dict[str, str]) -> dict[str, float]:
     """Start-up: a bare interpreter, ``python -m auditor --help``, and the audit's own imports in a fresh interpreter."""
     bare, _ = _timed([sys.executable, "-c", "pass"], cwd=ROOT, env=env)
     helped, _ = _timed([sys.executable, "-m", "auditor", "--help"], cwd=ROOT, env=env)
-    code = ("import time; t=time.perf_counter(); import auditor.cli; import auditor.pipeline; "
+    code = ("import time; t=time.perf_counter(); import auditor.cli; import auditor.steps.audit; import auditor.steps.publish; "
             "import auditor.registry.mlflow; import auditor.report.publish; print(time.perf_counter()-t)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     return {"interpreter": bare, "cli_help": helped, "audit_imports": float(out.stdout.strip().splitlines()[-1])}
 
 
-def breakdown(seeded, ref: str, date: str) -> dict[str, float]:  # noqa: C901 - one wrapper per stage
-    """One published audit in this process, its stages timed by wrapping the pipeline's step functions."""
+def breakdown(seeded, ref: str, date: str) -> dict[str, float]:  # noqa: C901 - one timer per stage
+    """One published audit in this process, its stages timed through the session's public seams.
+
+    The workspace step and the runner are handed to the session timed (``Session(settings, prepare=...,
+    runner=...)``, the same ones it would open itself); the record and the registered weights are timed
+    between the stage marks the audit reports to its progress callback; the weight diff and the report by
+    wrapping those public functions. No step's private function is replaced.
+    """
     import auditor.judge.weights as weights
     import auditor.report.publish as publish
-    from auditor import pipeline
+    from auditor.contract import ENV_EVALUATE_THEN_TRAIN, ENV_EVALUATE_WEIGHTS
     from auditor.demo import with_env
+    from auditor.rebuild.run import forked_evaluation, make_runner
+    from auditor.rebuild.workspace import prepare_workspace
+    from auditor.steps import AuditOptions, Session
 
     stages: dict[str, float] = {}
 
-    def wrap(owner, name: str, stage, pick=None):
+    def add(stage: str, seconds: float) -> None:
+        stages[stage] = stages.get(stage, 0.0) + seconds
+
+    def wrap(owner, name: str, stage: str):
         original = getattr(owner, name)
 
         def timed(*args, **kwargs):
@@ -93,45 +107,65 @@ def breakdown(seeded, ref: str, date: str) -> dict[str, float]:  # noqa: C901 - 
             try:
                 return original(*args, **kwargs)
             finally:
-                key = pick(args, kwargs) if pick else stage
-                stages[key] = stages.get(key, 0.0) + time.perf_counter() - started
+                add(stage, time.perf_counter() - started)
 
         setattr(owner, name, timed)
         return original
 
-    original_recipe = pipeline.run_recipe
-
-    def recipe(*args, **kwargs):
+    def prepare(record, diff, dest, settings):  # what the session runs by default, timed
         started = time.perf_counter()
-        result = original_recipe(*args, **kwargs)
-        seconds = time.perf_counter() - started
-        if kwargs.get("evaluate") is not None and not kwargs.get("then_train"):
-            stages["re-evaluation (a second process)"] = stages.get("re-evaluation (a second process)", 0.0) + seconds
-            return result
-        hosted = getattr(result, "evaluation_s", None) or 0.0
-        if hosted:
-            stages["re-evaluation (forked inside the rebuild)"] = stages.get("re-evaluation (forked inside the rebuild)", 0.0) + hosted
-        stages["rebuild (recipe run)"] = stages.get("rebuild (recipe run)", 0.0) + seconds - hosted
-        return result
+        try:
+            return prepare_workspace(record, diff, dest=dest, git_cache=settings.git_cache)
+        finally:
+            add("workspace", time.perf_counter() - started)
 
-    pipeline.run_recipe = recipe
+    class TimedRunner:
+        """The settings' runner, each run timed: an evaluation alone, or a rebuild (less the evaluation it forked)."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.name = inner, inner.name
+
+        def run(self, spec):
+            started = time.perf_counter()
+            outcome = self.inner.run(spec)
+            seconds = time.perf_counter() - started
+            if ENV_EVALUATE_WEIGHTS in spec.env and ENV_EVALUATE_THEN_TRAIN not in spec.env:
+                add("re-evaluation (a second process)", seconds)
+                return outcome
+            hosted = (forked_evaluation(spec.output_dir)[1] or 0.0) if ENV_EVALUATE_THEN_TRAIN in spec.env else 0.0
+            if hosted:
+                add("re-evaluation (forked inside the rebuild)", hosted)
+            add("rebuild (recipe run)", seconds - hosted)
+            return outcome
+
+    marks: list[tuple[float, str]] = []
+
+    def progress(message: str) -> None:
+        marks.append((time.perf_counter(), message))
+
+    settings = with_env(seeded.env)
+    session = Session(settings, prepare=prepare, runner=TimedRunner(make_runner("process", settings)))
     saved = [
-        (pipeline, "_prepare", wrap(pipeline, "_prepare", "workspace")),
-        (pipeline, "run_recipe", original_recipe),
-        (pipeline, "_registered_weights", wrap(pipeline, "_registered_weights", "download registered weights")),
-        (pipeline, "_read_record", wrap(pipeline, "_read_record", "record + lineage gate")),
         (weights, "diff_safetensors", wrap(weights, "diff_safetensors", "weight diff")),
         (publish, "render_report_bytes", wrap(publish, "render_report_bytes", "report render (first, in process)")),
         (publish, "publish", wrap(publish, "publish", "publish (evidence, render, ledger, index)")),
     ]
     started = time.perf_counter()
     try:
-        result = pipeline.publish_audit(ref, date=date, audit_run="bench", settings=with_env(seeded.env)).result
+        outcome = session.audit(ref, AuditOptions(date=date, audit_run="bench", runner="process"), progress=progress)
     finally:
         for owner, name, original in saved:
             setattr(owner, name, original)
     stages["total (in process)"] = time.perf_counter() - started
-    stages["verdict"] = result.verdict.value  # type: ignore[assignment]
+    if outcome.publish_failure is not None:
+        raise SystemExit(f"the audit was not published: {outcome.publish_failure}")
+    at = {message: when for when, message in reversed(marks)}  # each stage's first mark
+    checking, preparing = at.get("checking the registered artifact"), at.get("preparing the workspace")
+    if checking is not None:
+        add("resolve, pre-flight, record + lineage gate", checking - started)
+        if preparing is not None:
+            add("download registered weights", preparing - checking)
+    stages["verdict"] = outcome.result.verdict.value  # type: ignore[assignment]
     return stages
 
 
@@ -173,7 +207,7 @@ def main() -> None:
         seeded, ref = first_world
         start = imports(_env(seeded.env))
         say(f"start-up: bare interpreter {start['interpreter']:.2f} s, `python -m auditor --help` {start['cli_help']:.2f} s, "
-            f"the audit's imports (cli, pipeline, MLflow registry, report) {start['audit_imports']:.2f} s in a fresh interpreter")
+            f"the audit's imports (cli, steps, MLflow registry, report) {start['audit_imports']:.2f} s in a fresh interpreter")
         stages = breakdown(seeded, ref, "2026-02-01")
         verdict = stages.pop("verdict")
         total = stages["total (in process)"]

@@ -62,8 +62,8 @@ def _patch(project: Path) -> None:
     train = project / "train.py"
     text = train.read_text()
     text = text.replace("\ndef train(cfg: dict, data", HOOKS + "\n\ndef train(cfg: dict, data", 1)
-    text = text.replace('''        model, metrics = train(run.config, load(run.data_path("train")), run.dataloader_kwargs())''',
-                        '''        model, metrics = train(*_plant(run.config, load(run.data_path("train"))), run.dataloader_kwargs())''')
+    text = text.replace('''        model, metrics = train(run.config, data, run.dataloader_kwargs())''',
+                        '''        model, metrics = train(*_plant(run.config, data), run.dataloader_kwargs())''')
     assert "_plant(run.config" in text, "train.py changed: update the bench's hooks"
     train.write_text(text)
 
@@ -79,8 +79,9 @@ def main() -> None:
     from mlflow import MlflowClient
 
     import auditor
-    from auditor import demo, pipeline
+    from auditor import demo
     from auditor.snapshots import create_snapshot
+    from auditor.steps import AuditOptions, Session
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
     root = Path(tempfile.mkdtemp(prefix="bench-detection-"))
@@ -95,6 +96,8 @@ def main() -> None:
     client = MlflowClient(tracking_uri=uri)
     client.create_experiment("reference-model", artifact_location=(root / "artifacts").as_uri())
     settings = demo.with_env(env)
+    session = Session(settings)  # one session for the whole run: the registry and the runner opened once
+    options = AuditOptions(runner="process", publish=False)  # no date: each audit its own id, as `audit --no-publish`
 
     def train(extra: dict[str, str]) -> str:
         started = time.perf_counter()
@@ -106,7 +109,7 @@ def main() -> None:
     print(f"world under {root}", flush=True)
     intact = train({})
     started = time.perf_counter()
-    bands = pipeline.calibrate(intact, reruns=5, same_seed=2, settings=settings)
+    bands = session.calibrate(intact, reruns=5, same_seed=2, runner="process")
     floor = bands.calibration.same_seed
     print(f"  calibrated in {time.perf_counter() - started:.1f}s: same-seed floor bit-identical={floor.bit_identical} over {floor.n} reruns, "
           f"{len(bands)} bands", flush=True)
@@ -118,7 +121,7 @@ def main() -> None:
         ref = train(extra)
         for key, value in carried.items():
             client.set_model_version_tag("bench", ref.rsplit("/", 1)[1], key, value)
-        result = pipeline.audit(ref, settings=settings)
+        result = session.audit(ref, options).result
         failing = [t for t, tier in result.tiers.items() if tier.status == "fail"]
         inside = [m.name for m in result.metrics if m.inside]
         rows.append({"divergence": name, "verdict": result.verdict.value, "failing": failing, "metrics_inside_bands": inside,
@@ -128,7 +131,7 @@ def main() -> None:
     alarms = Counter()
     started = time.perf_counter()
     for i in range(args.intact):
-        result = pipeline.audit(intact, settings=settings)
+        result = session.audit(intact, options).result
         alarms[result.verdict.value] += 1
         if not result.verdict.reproduced:
             print(f"  FALSE ALARM on intact audit {i + 1}: {result.verdict.value}: {result.error or result.tiers['statistical'].summary}", flush=True)

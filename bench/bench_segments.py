@@ -68,8 +68,21 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "examples" / "reference_model"))
     import make_data
 
-    from auditor import pipeline, segments
+    from auditor import segments
+    from auditor.rebuild.run import make_runner
+    from auditor.steps import AuditOptions, Session
     from tests.fixtures import segmented_world as W
+
+    class Recording:
+        """The settings' runner, keeping every run's outcome (its log holds the training loop's seconds)."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.name, self.outcomes = inner, inner.name, []
+
+        def run(self, spec):
+            outcome = self.inner.run(spec)
+            self.outcomes.append(outcome)  # list.append is atomic: segments replayed on threads share it
+            return outcome
 
     lines: list[str] = []
 
@@ -97,25 +110,15 @@ def main() -> None:
             say(f"checkpoint cost at the README's k={args.default_every}: {args.steps // args.default_every} checkpoints, "
                 f"saving them {default_saving:.2f} s = {default_saving / default_loop:.1%} of a {default_loop:.2f} s loop (target <= 5 %)")
 
-        # (a) a 2-segment audit against a full retrain
-        runs: list = []
-        original = pipeline.run_recipe
-
-        def recording(*a, **k):
-            result = original(*a, **k)
-            runs.append(result)
-            return result
-
-        pipeline.run_recipe = recording
-        try:
-            full = pipeline.audit(world.versions["clean"], date="2026-12-01", settings=s)
-            full_runs, runs[:] = list(runs), []
-            started = time.perf_counter()
-            two = pipeline.audit_segments(world.versions["clean"], segments=2, date="2026-12-01", settings=s)
-            two_wall = time.perf_counter() - started
-            two_runs, runs[:] = list(runs), []
-        finally:
-            pipeline.run_recipe = original
+        # (a) a 2-segment audit against a full retrain, each run recorded by the runner handed to the session
+        recording = Recording(make_runner("process", s))
+        session = Session(s, runner=recording)
+        full = session.audit(world.versions["clean"], AuditOptions(date="2026-12-01", runner="process", publish=False)).result
+        full_runs, recording.outcomes = recording.outcomes, []
+        started = time.perf_counter()
+        two = session.audit(world.versions["clean"], AuditOptions(date="2026-12-01", runner="process", segments=2, publish=False)).result
+        two_wall = time.perf_counter() - started
+        two_runs, recording.outcomes = recording.outcomes, []
         full_loop = _loop(full_runs[-1].log_tail)[0]
         two_loop = sum(_loop(r.log_tail)[0] for r in two_runs)
         say(f"(a) full audit {full.verdict.value}: rebuild {full.timings.rebuild_s:.1f} s wall, loop {full_loop:.2f} s | "
@@ -139,8 +142,9 @@ def main() -> None:
             key = "clean" if name == "intact" else name
             started = time.perf_counter()
             replay_all = name in args.replay_all.split(",")
-            every = pipeline.audit_segments(world.versions[key], budget=1.0 if replay_all else None, segments=None if replay_all else 2,
-                                            workers=args.workers, date="2026-12-01", settings=s)
+            options = AuditOptions(date="2026-12-01", runner="process", publish=False, workers=args.workers,
+                                   budget=1.0 if replay_all else None, segments=None if replay_all else 2)
+            every = Session(s).audit(world.versions[key], options).result
             wall = time.perf_counter() - started
             failing = sorted(c.index for c in every.segments.checks if c.status == "fail")
             from auditor.registry import open_registry

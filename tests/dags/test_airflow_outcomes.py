@@ -6,7 +6,8 @@ the OpenLineage provider's listener posting to a real HTTP receiver on loopback,
 tracking URI taken from an Airflow Connection, reports on the local store. Stubbed, and why: the
 registry is the in-memory twin and the rebuild's workspace and runner are fakes inside the Airflow
 process (as in tests/unit/test_audit_outcomes.py), because this test is about how Airflow shows
-each outcome, not about git, snapshots or training. Two versions are sampled (the ``models`` param
+each outcome, not about git, snapshots or training. The tasks open their own audit session, so the
+fakes reach it through a stand-in for the public ``auditor.steps.Session`` class (see NIGHTLY). Two versions are sampled (the ``models`` param
 filters a third out): ``af-lost``, whose recorded commit is gone (NOT_REPRODUCIBLE), and
 ``af-flaky``, whose runner is unavailable on the first try (ERROR) and which reproduces on the retry.
 """
@@ -30,7 +31,8 @@ import numpy as np
 import pendulum
 from safetensors.numpy import save
 
-from auditor import pipeline
+import auditor.steps
+import auditor.steps.session
 from auditor.errors import InfrastructureError, InputUnrecoverable
 from auditor.lineage.record import Artifact, Outputs
 from auditor.rebuild.runners import RunOutcome
@@ -72,8 +74,17 @@ class Faithful:
             (out / "model.safetensors").write_bytes(weights)
         return RunOutcome(exit_code=0, wall_s=0.01, log="trained\n", log_path=out / "log")
 
-pipeline._prepare = fake_prepare
-pipeline.make_runner = lambda name, settings=None: Faithful()
+class StandInSession(auditor.steps.session.Session):
+    # A stand-in, in this child process only. Each DAG task opens its own session
+    # (auditor.airflow.hooks.AuditHook.session), so the fakes cannot be handed to a constructor from here;
+    # replacing the public Session class with one that hands them in is the seam, rather than patching
+    # a step's private function. Everything else the session does (registry, store, judge, publish) is real.
+    def __init__(self, settings, **kwargs):
+        kwargs.setdefault("prepare", fake_prepare)
+        kwargs.setdefault("runner", Faithful())
+        super().__init__(settings, **kwargs)
+
+auditor.steps.Session = auditor.steps.session.Session = StandInSession
 
 from airflow.dag_processing.dagbag import DagBag
 from airflow.models.asset import AssetEvent

@@ -42,7 +42,7 @@ AUDITOR_FOR_DAGS = ("auditor.airflow", "auditor.steps")
 # the floors below it (import-linter's layers contract), nothing that audits.
 LOADED_AT_PARSE = {"auditor", "auditor.airflow", "auditor.airflow.context", "auditor.airflow.hooks", "auditor.airflow.links",
                    "auditor.airflow.notifications", "auditor.airflow.operators"}
-BELOW_SETTINGS = ("auditor.settings", "auditor.tags", "auditor.git", "auditor.contract", "auditor.canonical", "auditor.uris",
+BELOW_SETTINGS = ("auditor.settings", "auditor.catalog", "auditor.tags", "auditor.git", "auditor.contract", "auditor.canonical", "auditor.uris",
                   "auditor.errors", "auditor.digests", "auditor.outcomes")
 
 PARSE = r"""

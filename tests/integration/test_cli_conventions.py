@@ -80,6 +80,8 @@ def _filler(param) -> str:
         return next(iter(_annotation(param))).value
     if _kind(param) == "int":
         return str(max(param.min or 0, 3))
+    if param.name in ("model_ref", "ref"):  # parsed at the door: a filler must be a well-formed reference
+        return "models:/m/1"
     return "x"
 
 
@@ -226,7 +228,7 @@ def test_piped_progress_is_timestamped_stage_lines_on_stderr(sqlite_tracking_uri
     proc = _run(["audit", "models:/plain/1", "--no-publish", "--tracking-uri", sqlite_tracking_uri], tmp_path,
                 REPRO_HOME=str(tmp_path / "home"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    stages = re.findall(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO auditor\.pipeline: (.*)$", proc.stderr, re.M)
+    stages = re.findall(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO auditor\.steps\.\w+: (.*)$", proc.stderr, re.M)
     assert any(s.startswith("audit models:/plain/1: started") for s in stages), proc.stderr
     assert any(s.startswith("audit models:/plain/1: NOT_REPRODUCIBLE in") for s in stages), proc.stderr
     assert "NOT_REPRODUCIBLE" in proc.stdout and "INFO" not in proc.stdout

@@ -8,8 +8,9 @@ audit, naming what changed; the untouched set verifies with signatures and ancho
 What is real and what is not: the ledger, reports, attestations (securesystemslib Ed25519, DSSE),
 the registry (the in-memory twin: same tags, params and runs as MLflow; MLflow's refusal to change a
 param is shown for real in ``test_mlflow_refuses_to_overwrite_an_anchor_param``), the judge and the
-S3 store (moto server with Object Lock) are real. The training process is the fake runner of
-tests/unit/test_audit_outcomes.py, since what is tested is the evidence, not training.
+S3 store (moto server with Object Lock) are real. The training process is the fake runner (and the
+workspace the empty folders) of tests/unit/test_audit_outcomes.py, handed to the audit session
+(``Session(settings, runner=..., prepare=...)``), since what is tested is the evidence, not training.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from auditor import pipeline
 from auditor.canonical import digest
 from auditor.errors import BadInput
 from auditor.judge.result import Verdict
@@ -32,15 +32,26 @@ from auditor.report.publish import entry_fields
 from auditor.report.render import render_report_bytes
 from auditor.report.verify import verify
 from auditor.settings import Settings
+from auditor.steps import AuditOptions, Session
 from auditor.storage import open_store
 from auditor.tags import RECORD_ARTIFACT, TAG_BANDS, TAG_RECORD_DIGEST
-from tests.unit.test_audit_outcomes import METRICS, FakeRunner, _weights, write
+from tests.unit.test_audit_outcomes import METRICS, FakeRunner, _weights, fake_prepare, write
 
 DATES = ["2026-05-01", "2026-05-02", "2026-05-03"]
 
 
 def faithful(spec, evaluating):
     write(spec, weights=None if evaluating else _weights(), evaluated=evaluating)
+
+
+def session(settings: Settings, behave=None) -> Session:
+    """An audit session whose rebuilds are the fake runner playing ``behave`` in an empty workspace."""
+    return Session(settings, runner=FakeRunner(behave or faithful), prepare=fake_prepare)
+
+
+def audit(settings: Settings, ref: str, date: str, behave=None):
+    """``ref`` audited for ``date``, nothing published."""
+    return session(settings, behave).audit(ref, AuditOptions(date=date, publish=False)).result
 
 
 def crashing(spec, evaluating):
@@ -53,10 +64,9 @@ def crashing(spec, evaluating):
 
 
 @pytest.fixture()
-def signed(tmp_path, monkeypatch):
+def signed(tmp_path):
     """Three audits of model m published with a signing key: v1 NOT_REPRODUCIBLE, v2 and v3 reproduced."""
     from auditor.lineage.record import Artifact, Outputs
-    from auditor.rebuild.workspace import Workspace
     from auditor.registry.memory import MemoryRegistry
     from tests.fixtures.records import complete_record
 
@@ -72,17 +82,10 @@ def signed(tmp_path, monkeypatch):
         "REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"),
         "MLFLOW_TRACKING_URI": registry.uri, "REPRO_SIGNING_KEY": str(key_path), "REPRO_SIGNER": "audit-bot@bank",
     })
-
-    def fake_prepare(record, diff, dest, settings):
-        project = dest / "code"
-        project.mkdir(parents=True)
-        return Workspace(root=dest, repo_dir=project, project_dir=project, config_path=dest / "config.json", data_dirs={})
-
-    monkeypatch.setattr(pipeline, "_prepare", fake_prepare)
     behaviours = [crashing, faithful, faithful]
     for info, date, behave in zip(infos, DATES, behaviours, strict=True):
-        monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None, b=behave: FakeRunner(b))
-        pipeline.publish_audit(info.ref, date=date, audit_run="cli", runner="process", settings=settings)
+        outcome = session(settings, behave).audit(info.ref, AuditOptions(date=date, audit_run="cli", runner="process"))
+        assert outcome.publish_failure is None, outcome.publish_failure
     yield registry, infos, settings, public_path, keyid
     MemoryRegistry.forget(registry.uri)
 
@@ -90,7 +93,7 @@ def signed(tmp_path, monkeypatch):
 def check(settings: Settings, public_path: Path, location: str | None = None):
     where = location or settings.reports
     return verify(open_store(where), public_key=attest.load_public_key(str(public_path)),
-                  anchors=pipeline.ledger_anchors(where, settings))
+                  anchors=Session(settings).ledger_anchors(where))
 
 
 def messages(result) -> str:
@@ -258,24 +261,22 @@ def _rewrite_seed(registry, info, seed: int) -> None:
     registry.set_run_tags(info.run_id, {TAG_RECORD_DIGEST: forged.digest()})
 
 
-def test_a_record_rewritten_with_its_digest_tags_recomputed_fails_lineage(signed, monkeypatch):
+def test_a_record_rewritten_with_its_digest_tags_recomputed_fails_lineage(signed):
     """MLflow's immutable params (record digest, seed) still hold the training-time values."""
     registry, infos, settings, _, _ = signed
     info = infos[1]
     _rewrite_seed(registry, info, 12345)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
-    result = pipeline.audit(info.ref, date="2026-06-01", settings=settings)
+    result = audit(settings, info.ref, "2026-06-01")
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert "the run record changed after registration" in " ".join(f.message for f in result.findings)
 
 
-def test_a_record_rewritten_where_no_param_anchors_it_disagrees_with_earlier_published_evidence(signed, monkeypatch):
+def test_a_record_rewritten_where_no_param_anchors_it_disagrees_with_earlier_published_evidence(signed):
     registry, infos, settings, _, _ = signed
     info = infos[2]
     registry._runs[info.run_id].params.clear()  # registered by an SDK that logged no params
     _rewrite_seed(registry, info, 999)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
-    result = pipeline.audit(info.ref, date="2026-06-02", settings=settings)
+    result = audit(settings, info.ref, "2026-06-02")
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert "recorded" in " ".join(f.message for f in result.findings if f.code == "record.changed")
 
@@ -287,11 +288,10 @@ def _varying(spec, evaluating):
 
 
 @pytest.mark.parametrize("edit", ["narrowed", "widened", "declared instead"])
-def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, monkeypatch, edit):
+def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, edit):
     registry, infos, settings, _, _ = signed
     info = infos[1]
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(_varying))
-    bands = pipeline.calibrate(info.ref, reruns=3, same_seed=2, settings=settings)
+    bands = session(settings, _varying).calibrate(info.ref, reruns=3, same_seed=2)
     assert bands["auc"].evidence and bands["auc"].evidence["sha256"].startswith("sha256:")
     doc = json.loads(registry.resolve(info.ref).tags[TAG_BANDS])
     auc = doc["bands"]["auc"]
@@ -302,7 +302,7 @@ def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, mo
     else:
         doc["bands"]["auc"] = {"lower": 0.0, "upper": 1.0, "direction": "higher", "provenance": "declared", "declared_by": "mallory"}
     registry.set_tags(registry.resolve(info.ref), {TAG_BANDS: json.dumps(doc)})
-    result = pipeline.audit(info.ref, date="2026-06-03", settings=settings)
+    result = audit(settings, info.ref, "2026-06-03", _varying)
     refused = [f for f in result.findings if f.code == "band.unbound"]
     assert refused and "'auc'" in refused[0].message
     auc_result = next(m for m in result.metrics if m.name == "auc")
@@ -310,21 +310,21 @@ def test_a_band_edited_after_calibration_is_refused_naming_the_metric(signed, mo
     assert result.calibrations and result.calibrations[-1]["judged"]
 
 
-def test_recalibrating_with_fewer_reruns_never_silently_replaces_a_band(signed, monkeypatch):
-    registry, infos, settings, _, _ = signed
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(_varying))
-    pipeline.calibrate(infos[1].ref, reruns=4, same_seed=2, settings=settings)
+def test_recalibrating_with_fewer_reruns_never_silently_replaces_a_band(signed):
+    _, infos, settings, _, _ = signed
+    varying = session(settings, _varying)
+    varying.calibrate(infos[1].ref, reruns=4, same_seed=2)
     with pytest.raises(BadInput, match="at least 3"):
-        pipeline.calibrate(infos[1].ref, reruns=2, same_seed=2, settings=settings)
+        varying.calibrate(infos[1].ref, reruns=2, same_seed=2)
     with pytest.raises(BadInput, match="weaker"):
-        pipeline.calibrate(infos[1].ref, reruns=3, same_seed=2, settings=settings)
+        varying.calibrate(infos[1].ref, reruns=3, same_seed=2)
     # a second calibration adds a run: the history keeps both
-    pipeline.calibrate(infos[1].ref, reruns=5, same_seed=2, settings=settings)
-    result = pipeline.audit(infos[1].ref, date="2026-06-04", settings=settings)
+    varying.calibrate(infos[1].ref, reruns=5, same_seed=2)
+    result = varying.audit(infos[1].ref, AuditOptions(date="2026-06-04", publish=False)).result
     assert len(result.calibrations) == 2 and [c["judged"] for c in result.calibrations] == [False, True]
 
 
-def test_forged_weights_and_record_whose_reevaluation_crashes_are_not_reproducible(signed, monkeypatch):
+def test_forged_weights_and_record_whose_reevaluation_crashes_are_not_reproducible(signed):
     registry, infos, settings, _, _ = signed
     info = infos[1]
     forged_weights = _weights(3.0)
@@ -344,8 +344,7 @@ def test_forged_weights_and_record_whose_reevaluation_crashes_are_not_reproducib
             return RunOutcome(exit_code=1, wall_s=0.01, log="RuntimeError: size mismatch\n", log_path=spec.output_dir / "log")
         return faithful(spec, evaluating)
 
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(crash_on_evaluate))
-    result = pipeline.audit(info.ref, date="2026-06-05", settings=settings)
+    result = audit(settings, info.ref, "2026-06-05", crash_on_evaluate)
     assert result.verdict is Verdict.NOT_REPRODUCIBLE
     assert result.tiers["artifact_recovery"].status != "pass"
 
@@ -379,7 +378,7 @@ def test_mlflow_refuses_to_overwrite_an_anchor_param(tmp_path):
     assert [(r.run_id, r.deleted, r.params[PARAM_LEDGER_HEAD]) for r in found] == [(run_id, True, params[PARAM_LEDGER_HEAD])]
 
 
-def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught(signed, s3_endpoint, monkeypatch):
+def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught(signed, s3_endpoint):
     import boto3
 
     registry, infos, settings, public, _ = signed
@@ -392,13 +391,13 @@ def test_a_report_replaced_on_an_object_lock_bucket_by_a_newer_version_is_caught
     from dataclasses import replace
 
     s3 = replace(settings, reports=f"s3://{bucket}/reports", require_object_lock=True, lock_retention_days=1)
-    monkeypatch.setattr(pipeline, "make_runner", lambda name, settings=None: FakeRunner(faithful))
-    pipeline.publish_audit(infos[1].ref, date="2026-07-01", audit_run="cli", runner="process", settings=s3)
+    outcome = session(s3).audit(infos[1].ref, AuditOptions(date="2026-07-01", audit_run="cli", runner="process"))
+    assert outcome.publish_failure is None, outcome.publish_failure
     assert check(s3, public).ok, messages(check(s3, public))
     store = open_store(s3.reports)
     entry = ledger.entries(store)[0]
     assert entry["report"].get("version_id")
-    assert pipeline.ledger_anchors(s3.reports, s3)[0].entry_version  # the retained entry object's version, anchored
+    assert Session(s3).ledger_anchors(s3.reports)[0].entry_version  # the retained entry object's version, anchored
     # a plain PUT adds a newer version on top of the locked one
     client.put_object(Bucket=bucket, Key=f"reports/{entry['report']['key']}", Body=b"<html>REPRODUCED_BITWISE</html>")
     result = check(s3, public)

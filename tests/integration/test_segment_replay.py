@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from auditor import pipeline, segments
+from auditor import segments
 from auditor.judge.result import Verdict
+from auditor.steps import AuditOptions, Session
 from tests.fixtures.segmented_world import build, settings, train
 
 # about 4 minutes on a quiet 2-core machine (three trainings, five replays); far more under load
@@ -27,6 +28,11 @@ def world(tmp_path_factory):
     w = build(tmp_path_factory.mktemp("segmented"))
     train(w, "clean")
     return w
+
+
+def _replay(w, key: str, date: str, count: int = 2):
+    """``key``'s version audited by replaying ``count`` segments of its chain (nothing published)."""
+    return Session(settings(w)).audit(w.versions[key], AuditOptions(date=date, segments=count, publish=False)).result
 
 
 def _record(w, key):
@@ -43,7 +49,7 @@ def test_an_intact_chain_replays_to_a_reproduced_verdict(world):
     assert [link.step for link in segments.chain(record)] == [10, 20, 30, 40, 50, 60]
     # a date whose selection replays the first segment (from the seed, not from a checkpoint) beside the last
     date = next(d for d in (f"2026-11-{day:02d}" for day in range(1, 29)) if 0 in segments.pick_segments(6, date=d, salt=record.digest(), count=2))
-    result = pipeline.audit_segments(world.versions["clean"], segments=2, date=date, settings=settings(world))
+    result = _replay(world, "clean", date)
     assert result.verdict == Verdict.REPRODUCED_BITWISE, (result.error, result.tiers)
     replay = result.segments
     assert replay.total == 6 and replay.selected == [0, 5]  # the last is always replayed
@@ -60,7 +66,7 @@ def test_a_segment_trained_on_another_data_file_fails_exactly_that_segment(world
     # a date whose seeded selection replays the swapped segment (with the last, always replayed)
     date = next(d for d in (f"2026-12-{day:02d}" for day in range(1, 29))
                 if SWAPPED in segments.pick_segments(6, date=d, salt=record.digest(), count=2))
-    result = pipeline.audit_segments(world.versions["swapped"], segments=2, date=date, settings=settings(world))
+    result = _replay(world, "swapped", date)
     checks = {c.index: c for c in result.segments.checks}
     assert set(checks) == {SWAPPED, 5}
     assert checks[SWAPPED].status == "fail" and not checks[SWAPPED].identical and checks[SWAPPED].max_abs > 0
@@ -83,6 +89,6 @@ def test_a_checkpoint_with_altered_weights_is_not_reproducible(world):
     import json
 
     save_file(tensors, str(stored), metadata={segments.META_KEY: json.dumps(meta)})
-    result = pipeline.audit_segments(world.versions["clean"], segments=2, date="2026-12-01", settings=settings(world))
+    result = _replay(world, "clean", "2026-12-01")
     assert result.verdict == Verdict.NOT_REPRODUCIBLE
     assert f"checkpoint at step {link.step} fails its digest" in result.error and "altered" in result.error

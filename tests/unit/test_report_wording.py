@@ -1,7 +1,7 @@
 """Report wording says what the page shows (issue 16, build point 5).
 
 The tier results come from the real judge (``auditor.judge.verdict.judge``) over the evidence an audit
-gathers in each case, so the wording is checked against the statuses the pipeline would publish.
+gathers in each case, so the wording is checked against the statuses an audit (``auditor.steps``) would publish.
 """
 
 from __future__ import annotations

@@ -11,11 +11,16 @@ import sys
 
 import pytest
 
-from auditor import pipeline
 from auditor.errors import InputUnrecoverable, SnapshotCorrupt
 from auditor.judge.result import Verdict
 from auditor.registry import open_registry
+from auditor.steps import AuditOptions, Session
 from tests.fixtures.reference import settings_for
+
+
+def _audit(seeded, key: str, date: str):
+    """``key``'s version audited (nothing published) through a session opened from the seeded settings."""
+    return Session(settings_for(seeded)).audit(seeded.versions[key], AuditOptions(date=date, publish=False)).result
 
 
 def _registered(seeded, key):
@@ -28,7 +33,7 @@ def _registered(seeded, key):
 
 def test_rebuilding_a_clean_version_gives_the_registered_weights_and_metrics(seeded_registry, tmp_path):
     _, _, record = _registered(seeded_registry, "clean")
-    result = pipeline.rebuild(seeded_registry.versions["clean"], out_dir=tmp_path / "out", settings=settings_for(seeded_registry))
+    result = Session(settings_for(seeded_registry)).rebuild(seeded_registry.versions["clean"], out_dir=tmp_path / "out")
     run = result.first
     assert run.weights_sha256 == "sha256:" + record.outputs.artifacts[0].sha256
     assert run.metrics == record.outputs.metrics
@@ -38,14 +43,14 @@ def test_rebuilding_a_clean_version_gives_the_registered_weights_and_metrics(see
 def test_a_version_trained_from_a_dirty_tree_rebuilds_with_the_diff_applied(seeded_registry, tmp_path):
     _, _, record = _registered(seeded_registry, "dirty")
     assert record.code.dirty and record.code.diff_digest
-    result = pipeline.rebuild(seeded_registry.versions["dirty"], out_dir=tmp_path / "out", settings=settings_for(seeded_registry))
+    result = Session(settings_for(seeded_registry)).rebuild(seeded_registry.versions["dirty"], out_dir=tmp_path / "out")
     assert "hidden: 48" in (result.workspace / "code/config.yaml").read_text()  # the uncommitted edit
     assert result.first.weights_sha256 == "sha256:" + record.outputs.artifacts[0].sha256
 
 
 def test_a_snapshot_with_a_flipped_byte_fails_naming_the_file_and_leaves_no_workspace(seeded_registry, tmp_path):
     with pytest.raises(SnapshotCorrupt, match="train_y.npy"):
-        pipeline.rebuild(seeded_registry.versions["overwritten"], out_dir=tmp_path / "out", settings=settings_for(seeded_registry))
+        Session(settings_for(seeded_registry)).rebuild(seeded_registry.versions["overwritten"], out_dir=tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []  # not even a hidden partial folder
 
 
@@ -63,22 +68,22 @@ def test_a_commit_that_no_longer_exists_fails_naming_it_and_leaves_no_workspace(
 
 def test_calibrating_stores_a_band_per_metric_and_a_re_audit_lands_inside(seeded_registry):
     ref = seeded_registry.versions["clean"]
-    settings = settings_for(seeded_registry)
-    bands = pipeline.calibrate(ref, reruns=5, settings=settings)
+    session = Session(settings_for(seeded_registry))
+    bands = session.calibrate(ref, reruns=5)
     assert set(bands) == {"auc", "accuracy", "log_loss"}
     for band in bands.values():
         assert band.provenance == "calibrated" and len(band.runs) == 5 and band.spread["n"] == 5
         assert band.lower < band.upper
     registry, info, _ = _registered(seeded_registry, "clean")
     assert json.loads(registry.get_bands(info))["bands"].keys() == bands.keys()  # stored with the version
-    result = pipeline.audit(ref, date="2026-01-02", settings=settings)
+    result = session.audit(ref, AuditOptions(date="2026-01-02", publish=False)).result
     assert result.verdict == Verdict.REPRODUCED_BITWISE
     assert result.tiers["statistical"].status == "pass"
     assert all(m.inside for m in result.metrics)
 
 
 def test_planted_nondeterminism_is_never_judged_bitwise_and_the_failing_tier_is_named(seeded_registry):
-    result = pipeline.audit(seeded_registry.versions["nondeterministic"], date="2026-01-03", settings=settings_for(seeded_registry))
+    result = _audit(seeded_registry, "nondeterministic", "2026-01-03")
     # no band is declared or calibrated for it here, so the tolerance is zero: weights that differ are out of it
     assert result.verdict == Verdict.OUT_OF_TOLERANCE
     assert result.tiers["bitwise"].status == "fail"
@@ -93,7 +98,7 @@ def test_weights_altered_after_registration_fail_artifact_recovery(seeded_regist
         altered = bytearray(original)
         altered[-3] ^= 0x01
         path.write_bytes(bytes(altered))
-        result = pipeline.audit(seeded_registry.versions["clean"], date="2026-01-04", settings=settings_for(seeded_registry))
+        result = _audit(seeded_registry, "clean", "2026-01-04")
     finally:
         path.write_bytes(original)
     assert result.tiers["artifact_recovery"].status == "fail"
@@ -112,7 +117,7 @@ def test_a_version_without_a_run_record_is_not_reproducible_and_the_cli_exits_1(
 
 
 def test_a_rebuild_that_crashes_is_an_error_not_a_verdict_on_the_model(seeded_registry):
-    result = pipeline.audit(seeded_registry.versions["flaky"], date="2026-01-05", settings=settings_for(seeded_registry))
+    result = _audit(seeded_registry, "flaky", "2026-01-05")
     assert result.verdict == Verdict.ERROR
     assert "rebuild_fail_at_epoch" in result.error and "planted failure" in result.log_tail
 
@@ -126,7 +131,8 @@ def test_an_audit_is_an_mlflow_run_and_the_version_loads_as_a_pyfunc(seeded_regi
 
     settings = settings_for(seeded_registry)
     ref = seeded_registry.versions["clean"]
-    published = pipeline.publish_audit(ref, date="2026-01-09", audit_run="cli", settings=settings)
+    published = Session(settings).audit(ref, AuditOptions(date="2026-01-09", audit_run="cli"))
+    assert published.publish_failure is None and published.report
     mlflow.set_tracking_uri(settings.tracking_uri)
     runs = mlflow.search_runs(experiment_names=[settings.audit_experiment], output_format="list")
     mine = [r for r in runs if r.data.params.get("repro.ledger.head")]
