@@ -119,8 +119,8 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
     if stored is None:
         return []
     chosen = seg.pick_segments(len(parts), date=date, salt=a.record.digest(), count=count, budget=budget)
+    floor, deterministic = _segment_floor(a), bool(a.record.seeds and a.record.seeds.deterministic)  # a bad tag: before replaying
     done = _run_replays(a, parts, chosen, stored, workers)
-    floor, deterministic = _segment_floor(a), bool(a.record.seeds and a.record.seeds.deterministic)
     checks, last, hosted, wall = [], None, 0.0, 0.0
     for index, run in zip(chosen, done, strict=True):
         part = parts[index]
