@@ -88,24 +88,46 @@ _PRIVATE_KEY = re.compile(
     re.DOTALL,
 )
 # scheme://[user]:password@host -> the password part only (redis://:pw@host has no user)
-_URI_PASSWORD = re.compile(r"(?P<head>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@\"'<>]*:)(?P<pw>[^@\s/\"'<>]+)(?P<tail>@)")
+_URI_PASSWORD = re.compile(r"(?P<head>(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@\"'<>]*:)(?P<pw>[^@\s/\"'<>\\]+)(?P<tail>@)")
+# https://TOKEN@host (a token as the user, no password): git remotes carry PATs this way
+_URI_USER = re.compile(r"(?P<head>(?<![a-zA-Z0-9+.-])(?:https?|git\+https?)://)(?P<pw>[^/\s:@\"'<>\\]+)(?P<tail>@)")
 # ?password=… &sig=… ;token=…
-_QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z0-9_.-]+)=)(?P<val>[^&;#\s\"'<>]+)")
-_AUTH_HEADER = re.compile(r"(?P<head>\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)(?P<val>[^\s\"',}]+)", re.IGNORECASE)
+_QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z0-9_.-]+)=)(?P<val>[^&;#\s\"'<>\\]+)")
+_AUTH_HEADER = re.compile(r"(?P<head>\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?)(?P<val>[^\s\"',}\\]+)", re.IGNORECASE)
 # key=value, key: value, 'key': 'value', "key": "value", key="value", --key value
 _ASSIGNMENT = re.compile(
-    rf"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)(?P<key>{_KEY})(?P=q)(?P<sep>\s*(?:[:=]|=>)\s*|\s+(?=[\"']))"
-    r"(?:(?P<quote>[\"'])(?P<qval>(?:\\.|(?!(?P=quote)).)*)(?P=quote)|(?P<val>(?!<redacted:)[^\s,;&\"'}\])]+))"
+    rf"(?<![A-Za-z0-9_.-])(?P<q>(?:\\?[\"'])?)(?P<key>{_KEY})(?P=q)(?P<sep>\s*(?:[:=]|=>)\s*|\s+(?=\\?[\"']))"
+    r"(?:(?P<quote>\\?[\"'])(?P<qval>(?:(?!(?P=quote))(?:\\.|.))*)(?P=quote)|(?P<val>(?!<redacted:)(?![{\[])[^\s,;&\"'}\])\\]+))"
 )
-_FLAG = re.compile(r"(?<!\S)(?P<head>--?(?P<key>[A-Za-z][A-Za-z0-9_-]*)\s+)(?P<val>(?!-)[^\s\"']+)")
+_FLAG = re.compile(r"(?<!\S)(?P<head>--?(?P<key>[A-Za-z][A-Za-z0-9_-]*)\s+)(?P<val>(?!-)[^\s\"'\\]+)")
+# Azure DevOps PATs: 52 characters of base32 (a letter past f, so never a hex digest), or 84 with "AZDO"
+_BARE = [re.compile(r"(?<![A-Za-z0-9])(?=[a-z2-7]{0,51}[g-z])[a-z2-7]{52}(?![A-Za-z0-9])"),
+         re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4}(?![A-Za-z0-9])")]
+_BARE_LOOK = re.compile(r"[a-z2-7]{52}|AZDO")
+# plain prose: "the password is hunter2", "our API key for prod was: abc" (a value that is a word of ours is kept)
+_PROSE = re.compile(
+    r"(?i)\b(?P<key>passwords?|passphrase|passwd|pwd|secret|token|(?:api|access|secret|private|signing)[ _-]?key|credentials?)"
+    r"(?:\s+(?:for|of|to|on)(?:\s+[^\s:=]{1,64}){1,3}?)?\s+(?:(?:was\s+|is\s+)?(?:set|changed)\s+to|is|was|are|were|became)\s*:?\s+"
+    r"[\"'`]?(?P<val>(?!<redacted:)[^\s\"'`,;\\]+?)(?=[.)!?]*(?:[\s\"'`,;\\]|$))"
+)
+_PROSE_WORDS = frozenset({
+    "a", "an", "the", "not", "no", "missing", "invalid", "expired", "empty", "required", "unset", "none", "null", "wrong",
+    "incorrect", "too", "set", "stored", "given", "used", "needed", "configured", "redacted", "ok", "valid", "correct",
+    "shown", "kept", "read", "in", "from", "at", "only", "being", "never", "also", "still", "now", "already", "available",
+    "present", "absent", "revoked", "blank", "unknown", "checked", "signed", "rotated", "changed", "loaded", "found",
+    "written", "optional", "off", "on", "true", "false", "yes", "this", "that", "its", "their", "your", "our",
+})
 _OWN = [
     re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b"),  # AWS access key ids
     re.compile(r"\bbearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
     re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWT, signature included
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),  # GitHub tokens
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),  # Slack tokens
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),  # common API secret keys
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"),  # Hugging Face tokens
+    re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub tokens (also inside a branch name)
+    re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
+    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}"),  # OpenAI-style API secret keys (sk-proj-…)
+    re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"),  # Hugging Face tokens
+    re.compile(r"(?<![A-Za-z0-9])dapi[0-9a-f]{32}(?:-\d+)?"),  # Databricks personal access tokens
+    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"),  # Google API keys
+    *_BARE,
 ]
 
 
@@ -153,6 +175,7 @@ def _mark(text: str) -> str:
 def _spans(text: str) -> list[tuple[int, int]]:
     """Where detect-secrets' plugins and our own credential shapes see a secret."""
     spans: list[tuple[int, int]] = []
+    done = [m.span() for m in _MARKER_ANY.finditer(text)]  # never a span into a marker (basic auth sees "://<redacted:…>@")
     for pattern in _OWN:
         spans.extend(m.span() for m in pattern.finditer(text))
     lowered = text.lower()
@@ -162,16 +185,18 @@ def _spans(text: str) -> list[tuple[int, int]]:
         for pattern, group in rules:
             for m in pattern.finditer(text):
                 start, end = m.span(group)
-                if end - start >= 4 and MARKER_PREFIX not in text[start:end]:
+                if end - start >= 4 and MARKER_PREFIX not in text[start:end] and text[start:end] not in _LITERALS:
                     spans.append((start, end))
-    return spans
+    return [(a, b) for a, b in spans if not any(a < e and s < b for s, e in done)] if done else spans
 
 
 def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
     if not spans:
         return text
     merged: list[list[int]] = []
-    for start, end in sorted(spans):
+    # a span never ends inside an escape (JSON's \\" would lose its backslash and end the string early)
+    spans = [(start, end - (len(text[start:end]) - len(text[start:end].rstrip("\\")))) for start, end in spans]
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
         if merged and start <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], end)
         else:
@@ -201,9 +226,26 @@ def _assignment(m: re.Match[str]) -> str | None:
     value = m.group("qval") if m.group("quote") else m.group("val")
     if not value or not is_secret_key(key) or is_redacted(value) or (not m.group("sep").strip() and not m.group("quote")):
         return None
+    if _names_a_key_file(m, key, value) or (not m.group("quote") and value in _LITERALS):
+        return None
     start, end = m.span("qval") if m.group("quote") else m.span("val")
     base = m.start()
-    return m.group(0)[: start - base] + marker(value) + m.group(0)[end - base :]
+    # a bare value after a quoted key ("pin": 1234) becomes a quoted marker, so JSON and dict text stay valid
+    quote = "" if m.group("quote") else m.group("q")
+    return m.group(0)[: start - base] + quote + marker(value) + quote + m.group(0)[end - base :]
+
+
+_LITERALS = frozenset({"null", "None", "true", "false", "True", "False", "value", "VALUE", "...", "…", "***"})  # and placeholders
+_PATH_VALUE = re.compile(r"^(?:~|\.{1,2})?/\S*$|^[A-Za-z]:\\")
+
+
+def _names_a_key_file(m: re.Match[str], key: str, value: str) -> bool:
+    """``public key: …`` in prose, or ``signing key: /path/key.pem``: a key's name or path, not the secret itself."""
+    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
+    if not words or words[-1] != "key":
+        return False
+    before = m.string[: m.start()].rstrip().lower()
+    return (len(words) == 1 and before.endswith(("public", "public-", "verification"))) or bool(_PATH_VALUE.match(value))
 
 
 # The first look: every rule above needs one of these literals in the line (lower-cased). str.find
@@ -212,7 +254,7 @@ _TRIGGERS = (
     "pass", "pwd", "secret", "token", "credential", "cookie", "session", "sig", "dsn", "key", "auth", "bearer",
     "private", "://", "eyj", "aws", "akia", "asia", "agpa", "aida", "aroa", "a3t", "abia", "acca", "ghp_", "gho_", "ghu_",
     "ghs_", "ghr_", "github_pat", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
-    "glagent-", "gloas-", "xox", "sk-", "sk_", "rk_", "hf_", "npm_",
+    "glagent-", "gloas-", "xox", "sk-", "sk_", "rk_", "hf_", "npm_", "dapi", "aiza",
     "pypi-", "sg.", "sq0", "contras", "t3blbkfj", "k_live_",
 )
 _GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-")
@@ -222,6 +264,7 @@ def _candidate_lines(text: str) -> list[int] | None:
     """Indices of the lines of ``text`` holding a trigger; None when the text is a single line that holds one."""
     lowered = text.lower()
     hits = [at for needle in _TRIGGERS for at in _find_all(lowered, needle)]
+    hits += [m.start() for m in _BARE_LOOK.finditer(text)]
     if not hits:
         return []
     if "\n" not in text:
@@ -250,21 +293,45 @@ def redact_text(text: str) -> str:
     """
     if not text:
         return text
+    document = _json_document(text)
+    if document is not None:
+        return document
     if "PRIVATE KEY" in text:
         text = _PRIVATE_KEY.sub(lambda m: marker(m.group(0)), text)
     candidates = _candidate_lines(text)
     if candidates is None:
-        return _redact_line(text)
+        return _structured_line(text) or _redact_line(text)
     if not candidates:
         return text
     lines = text.split("\n")
     for index in candidates:
-        lines[index] = _redact_line(lines[index])
+        lines[index] = _structured_line(lines[index]) or _redact_line(lines[index])
     return "\n".join(lines)
+
+
+def _structured_line(line: str) -> str | None:
+    """A log line that is a JSON document or a printed Python dict/list, redacted by its structure (None: it is not)."""
+    body = line.strip()
+    if body[:1] not in ("{", "[") or body[-1:] not in ("}", "]"):
+        return None
+    found = _json_document(line)
+    if found is not None:
+        return found
+    import ast
+
+    try:
+        value = ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    if not isinstance(value, dict | list) or repr(value) != body:
+        return None
+    return line.replace(body, repr(redact_value("", value)))
 
 
 def _redact_line(text: str) -> str:
     text = _URI_PASSWORD.sub(lambda m: m.group("head") + _mark(m.group("pw")) + m.group("tail"), text)
+    text = _URI_USER.sub(lambda m: m.group("head") + _mark(m.group("pw")) + m.group("tail"), text)
+    text = _sub_value(_PROSE, text, lambda m: m.group("val").lower() not in _PROSE_WORDS and not _MARKER_ANY.search(m.group("val")))
     text = _sub_value(_QUERY, text, lambda m: is_secret_key(m.group("key")) and not is_redacted(m.group("val")))
     text = _sub_value(_AUTH_HEADER, text, lambda m: not is_redacted(m.group("val")))
     text = _assignments(text)
@@ -296,23 +363,51 @@ def redact(text: str | None) -> str | None:
     return redact_text(text) if text else text
 
 
-def redact_value(key: str, value: Any) -> Any:
-    """Redact one value given its key; recurse into containers."""
+def redact_value(key: str, value: Any, *, secret: bool = False) -> Any:
+    """Redact one value given its key; recurse into containers (everything under a secret key is secret)."""
+    secret = secret or bool(key and is_secret_key(key))
     if isinstance(value, Mapping):
-        return redact_mapping(value)
+        return redact_mapping(value, secret=secret)
     if isinstance(value, list | tuple):
-        return [redact_value(key, item) for item in value]
-    if value is None or isinstance(value, bool):
+        return [redact_value("", item, secret=secret) for item in value]
+    if value is None or isinstance(value, bool):  # no secret in a flag or a null (and text rules keep them too)
         return value
-    if key and is_secret_key(key) and not is_redacted(value):
+    if secret and not is_redacted(value):
         return marker(str(value))
     if isinstance(value, str):
         return redact_text(value)
     return value
 
 
-def redact_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k): redact_value(str(k), v) for k, v in values.items()}
+def redact_mapping(values: Mapping[str, Any], *, secret: bool = False) -> dict[str, Any]:
+    """Keys too: a key can be the secret (``{'https://u:pw@host/simple': 1}``, a token as a config key)."""
+    return {redact_text(str(k)): redact_value(str(k), v, secret=secret) for k, v in values.items()}
+
+
+def _json_document(text: str) -> str | None:
+    """A whole JSON object or array redacted by its structure and printed as it was laid out; None if not JSON.
+
+    Text rules alone cannot keep JSON valid (a mapping or a number under a secret key) nor see a nested
+    mapping's secret context; the structure can.
+    """
+    body = text.strip()
+    if body[:1] not in ("{", "[") or body[-1:] not in ("}", "]") or len(body) > 50_000_000:
+        return None
+    import json
+
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    redacted = redact_value("", doc)
+    if redacted == doc:
+        return text
+    lines = body.split("\n")
+    indent = len(lines[1]) - len(lines[1].lstrip(" ")) if len(lines) > 1 else None
+    out = json.dumps(redacted, indent=indent or None, ensure_ascii=body.isascii(),
+                     separators=(",", ": ") if indent else ((", ", ": ") if ", " in body or ": " in body else (",", ":")))
+    start = text.find(body[0])
+    return text[:start] + out + text[start + len(body):]
 
 
 def redact_argv(argv: list[str]) -> list[str]:

@@ -11,10 +11,13 @@ digests registered with the version, the outcome and band tags.
 from __future__ import annotations
 
 import abc
+import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from auditor.digests import sha256_digest
 from auditor.errors import BadInput, MalformedRecord, NotFound
@@ -113,10 +116,35 @@ def _params_problem(record: RunRecord, params: Mapping[str, str]) -> str | None:
         return f"it records seed {recorded} but the training run's param {PARAM_SEED} is {seed}"
     if anchored is None:
         return None  # logged before records were anchored by params: the config check below is all there is
-    for key, value in training_params(record).items():
+    for key, value in mlflow_safe_names(training_params(record)).items():
         if key in params and params[key] != value:
             return f"its resolved config has {key}={value!r} but the training run's param says {params[key]!r}"
     return None
+
+
+_NAME_UNSAFE = re.compile(r"[^\w./\- :]")
+_MAX_NAME = 250  # MLflow's MAX_ENTITY_KEY_LENGTH
+
+
+def mlflow_safe_name(name: str) -> str:
+    """A param or metric name MLflow accepts: its characters, no ``//``, ``./``, ``..`` or leading ``/``
+    (MLflow refuses a name that would resolve to another as a path), at most 250 characters."""
+    parts = [p for p in _NAME_UNSAFE.sub("_", name).split("/") if p not in ("", ".")]
+    safe = "/".join("_" if p == ".." else p for p in parts)[:_MAX_NAME].rstrip("/")
+    return safe if safe and posixpath.normpath(safe) == safe and not safe.startswith(("..", "/")) else "_"
+
+
+def mlflow_safe_names(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with MLflow-safe names; two names made equal keep the first value and number the others."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = base = mlflow_safe_name(key)
+        number = 1
+        while name in out:
+            number += 1
+            name = f"{base[: _MAX_NAME - 8]}_{number}"
+        out[name] = value
+    return out
 
 
 class RecordMissing(NotFound):

@@ -288,33 +288,56 @@ class MlflowRegistry(Registry):
 
     def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
                 tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes]) -> str:
+        """One run per ``identity``, made whole: a run a failed attempt left half made is completed, not reused as is.
+
+        Names MLflow refuses are made safe first (``mlflow_safe_names``); a param already logged with another
+        value is a finding (params are immutable, and an anchor that changed is tampering).
+        """
+        from auditor.registry.base import mlflow_safe_names
+
+        params, metrics = mlflow_safe_names(params), mlflow_safe_names(metrics)
+        experiment_id = self._experiment(experiment, create=True)
+        existing = self._search(experiment_id, f"tags.`{TAG_RUN_IDENTITY}` = {_quote(identity)}")
+        with mlflow_errors(f"logging a run in experiment {experiment!r}", self.uri):
+            if existing:
+                run = existing[0]
+            else:
+                run = self.client.create_run(experiment_id, tags={**tags, TAG_RUN_IDENTITY: identity}, run_name=name)
+            self._complete(run, params, tags, metrics, artifacts)
+        return run.info.run_id
+
+    def _complete(self, run: Any, params: Mapping[str, str], tags: Mapping[str, str], metrics: Mapping[str, float],
+                  artifacts: Mapping[str, bytes]) -> None:
+        """Log what ``run`` lacks of params, metrics, tags and artifacts, then mark it finished (idempotent)."""
         import time
 
         from mlflow.entities import Metric, Param, RunTag
 
-        experiment_id = self._experiment(experiment, create=True)
-        existing = self._search(experiment_id, f"tags.`{TAG_RUN_IDENTITY}` = {_quote(identity)}")
-        if existing:
-            return existing[0].info.run_id
+        from auditor.errors import Findings
+
+        run_id, have = run.info.run_id, run.data
+        changed = sorted(k for k, v in params.items() if k in have.params and have.params[k] != v)
+        if changed:
+            raise Findings(f"run {run_id} already anchors other values for {', '.join(changed)}: params are immutable",
+                           hint="run repro-audit evidence verify")
         now = int(time.time() * 1000)
-        with mlflow_errors(f"logging a run in experiment {experiment!r}", self.uri):
-            run = self.client.create_run(experiment_id, tags={**tags, TAG_RUN_IDENTITY: identity}, run_name=name)
-            run_id = run.info.run_id
-            self.client.log_batch(
-                run_id,
-                params=[Param(k, v) for k, v in params.items()],
-                metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()],
-                tags=[RunTag(k, v) for k, v in tags.items()],
-            )
+        self.client.log_batch(
+            run_id,
+            params=[Param(k, v) for k, v in params.items() if k not in have.params],
+            metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if k not in have.metrics],
+            tags=[RunTag(k, v) for k, v in tags.items() if have.tags.get(k) != v],
+        )
+        present = {f.path for f in self.client.list_artifacts(run_id)} if artifacts else set()
+        missing = {path: data for path, data in artifacts.items() if path.split("/", 1)[0] not in present}
+        if missing:
             with tempfile.TemporaryDirectory(prefix="repro-run-") as tmp:
-                for path, data in artifacts.items():
+                for path, data in missing.items():
                     target = Path(tmp) / path
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(data)
-                if artifacts:
-                    self.client.log_artifacts(run_id, tmp)
+                self.client.log_artifacts(run_id, tmp)
+        if run.info.status != "FINISHED":
             self.client.set_terminated(run_id, status="FINISHED")
-        return run_id
 
     def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
         experiment_id = self._experiment(experiment, create=False)

@@ -17,6 +17,7 @@ from typing import Any
 
 from auditor.errors import BadInput
 from auditor.lineage.record import DataRef, RunRecord
+from auditor.registry.base import mlflow_safe_names
 from auditor.registry.layout import flatten_params, run_layout, safe_key, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
 from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
@@ -92,8 +93,18 @@ def start(uri: str | None, experiment: str | None) -> Session:
     client = MlflowClient(tracking_uri=uri)
     with mlflow_errors(f"experiment {experiment!r}", uri):
         experiment_id = _experiment_id(client, experiment or "Default")
-        run = mlflow.start_run(experiment_id=experiment_id)
+        run = mlflow.start_run(experiment_id=experiment_id, tags=_context_tags())
     return Session(client, uri, run.info.run_id, owns_run=True)
+
+
+def _context_tags() -> dict[str, str]:
+    """MLflow's own run tags (git branch, remote URL, source, user) through the one redactor: given explicitly,
+    they replace the raw values MLflow would write (a token in a remote URL or a branch name)."""
+    from mlflow.tracking.context.registry import resolve_tags
+
+    from auditor.lineage.redact import redact_text
+
+    return {key: redact_text(str(value)) for key, value in resolve_tags({}).items()}
 
 
 def _experiment_id(client: Any, name: str) -> str:
@@ -207,7 +218,7 @@ def finish(
     client, run_id = session.client, session.run_id
     with mlflow_errors(f"logging run {run_id}", session.uri):
         existing = client.get_run(run_id).data.params
-        params = training_params(record)  # redacted there: the values the audit compares against
+        params = mlflow_safe_names(training_params(record))  # redacted there: the values the audit compares against
         conflicts = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
         if conflicts:
             raise BadInput(
@@ -243,6 +254,7 @@ def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]
     """A LoggedModel (MLmodel, signature, the pyfunc code and the safetensors weights) linked to ``run_id``."""
     import mlflow.pyfunc
 
+    from auditor.lineage.redact import redact_mapping
     from auditor.registry import pyfunc_model
 
     run = client.get_run(run_id)
@@ -251,13 +263,24 @@ def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]
         folder = Path(tmp) / "model"
         mlflow.pyfunc.save_model(
             str(folder), python_model=pyfunc_model.__file__, artifacts={"weights": str(weights)},
-            code_paths=[spec["code"]], model_config={"factory": spec["factory"], "factory_kwargs": spec["factory_kwargs"]},
+            code_paths=[str(_redacted_copy(Path(spec["code"]), Path(tmp) / "code"))], model_config={"factory": spec["factory"], "factory_kwargs": redact_mapping(spec["factory_kwargs"])},
             signature=spec.get("signature"), input_example=spec.get("input_example"),
             pip_requirements=["torch", "safetensors", "numpy"],
         )
         client.log_model_artifacts(model.model_id, str(folder))
     client.finalize_logged_model(model.model_id, "READY")
     return model.model_id
+
+
+def _redacted_copy(script: Path, folder: Path) -> Path:
+    """The script the LoggedModel serves its factory from, through the one redactor (still valid Python)."""
+    from auditor.lineage.redact_code import redact_source
+
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / script.name
+    target.write_text(redact_source(script.read_text(encoding="utf-8", errors="surrogateescape")), encoding="utf-8",
+                      errors="surrogateescape")
+    return target
 
 
 def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:

@@ -391,10 +391,12 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
 
 def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, Any]]) -> list[Problem]:
     """The index is derived from the entries: it must be exactly what they render to."""
-    from auditor.report.index import render_index
+    from auditor.report.index import COVERAGE_FILE, render_index
 
     if INDEX_FILE not in keys:
         return [Problem(None, f"{INDEX_FILE} is missing")] if entries else []
-    if store.read(INDEX_FILE) != render_index(entries).encode("utf-8"):
+    # the index links the coverage page when one is published (``report coverage --write``, ``nightly``)
+    coverage_href = COVERAGE_FILE if COVERAGE_FILE in keys else None
+    if store.read(INDEX_FILE) != render_index(entries, coverage_href=coverage_href).encode("utf-8"):
         return [Problem(None, f"{INDEX_FILE} differs from what the ledger entries render to: it was edited")]
     return []

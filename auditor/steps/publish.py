@@ -110,7 +110,12 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
     publication = publish(result, session.store, settings=session.settings, key=session.signer)  # completes a half-done publish
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
     progress("anchoring the ledger in MLflow")
-    run_id = log_audit_run(session, info, result, publication)
+    try:
+        run_id = log_audit_run(session, info, result, publication)
+    except BadInput as exc:  # the report is out, its anchor is not: infrastructure to retry, not the caller's input
+        raise InfrastructureError(
+            f"{info.ref}: the report is published but ledger entry {publication.seq} is not anchored in MLflow ({exc})",
+            hint="re-run the same audit: it completes the anchor, then evidence verify passes") from exc
     if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id:
         session.registry.write_outcome(info, result.verdict.value, result.finished_at or now(), report_uri)
         tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id}

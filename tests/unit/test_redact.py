@@ -167,3 +167,83 @@ def test_track_refuses_a_data_ref_name_with_an_equals_sign_and_takes_the_allowed
 
     assert [check_data_name(n) for n in ("train", "test_v2", "train.v2", "raw-2")] == ["train", "test_v2", "train.v2", "raw-2"]
     assert data_env_var("train.v2") == "REPRO_DATA_TRAIN_V2"
+
+
+# -- issue 27, point 1: provider shapes, prose, JSON kept valid, our own words kept ----------------------
+import json as _json  # noqa: E402
+
+import pytest as _pytest  # noqa: E402
+
+from auditor.lineage.redact import redact_text as _r  # noqa: E402
+from auditor.lineage.redact_code import redact_source  # noqa: E402
+
+_PROVIDER = {
+    "databricks": "dapi" + "0123456789abcdef" * 2,
+    "databricks with suffix": "dapi" + "0123456789abcdef" * 2 + "-3",
+    "google": "AIza" + "SyA1234567890abcdefghijklmnopqrstuv",
+    "azure devops (classic)": "abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst",
+    "azure devops (new)": "A1b2" * 19 + "AZDO" + "x9Y8",
+    "hugging face": "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz12",
+    "openai": "sk-proj-" + "Ab3" * 10,
+}
+
+
+@_pytest.mark.parametrize("name", sorted(_PROVIDER))
+@_pytest.mark.parametrize("place", ["alone {}", "branch fix/my_{}", "token_{} in a name", "x={}", "https://{}@github.com/o/r.git"])
+def test_provider_token_shapes_are_redacted_wherever_they_stand(name, place):
+    token = _PROVIDER[name]
+    assert token not in _r(place.format(token))
+
+
+def test_digests_and_ordinary_words_are_not_taken_for_tokens():
+    for text in ("sha256:" + "ab" * 32, "blake3:" + "c0" * 32, "a" * 52, "commit 0123456789abcdef0123456789abcdef01234567",
+                 "the token is missing", "the password is not set", "PEM public key: every entry's attestation",
+                 "public half, for evidence verify --public-key: /tmp/keys/audit.pem.pub", "signing key: ~/keys/audit.pem",
+                 "ssh://git@github.com/o/r.git", "key id: 3f2a9c"):
+        assert _r(text) == text, text
+
+
+@_pytest.mark.parametrize("text", ["the password is hunter2.", "Our API key for prod was: Xk29fQ", "the token is 'a9F3k2'",
+                                   "db password was set to hunter2!", "the secret is hunter2"])
+def test_plain_prose_leaks_are_caught(text):
+    assert "hunter2" not in _r(text) and "Xk29fQ" not in _r(text) and "a9F3k2" not in _r(text)
+
+
+_DOCS = [
+    {"password": {"value": "hunter2", "n": 12345}, "lr": 0.1},
+    {"api_key": ["hunter2", 7, None, True], "token": 12345, "db": {"PGPASSWORD": None}},
+    {"log_tail": 'password="hunter2" and \\"token\\": \\"hunter2\\" then PGPASSWORD=hunter2\\', "ok": "yes"},
+    {"https://user:hunter2@pypi.internal/simple": 1, "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz12": "ci"},
+    [{"secret": {"nested": [{"deep": "hunter2"}]}}, "the password is hunter2"],
+    {"error": "KeyError('token=hunter2')", "note": "sk-" + "a" * 30 + '\\"'},
+]
+
+
+@_pytest.mark.parametrize("doc", _DOCS, ids=range(len(_DOCS)))
+@_pytest.mark.parametrize("indent", [None, 2])
+def test_redaction_keeps_json_valid_whole_and_line_by_line(doc, indent):
+    """The CLI redacts ``--json`` whole, then its stream redacts it again line by line: both must parse, no secret left."""
+    text = _json.dumps(doc, indent=indent, sort_keys=True)
+    once = _r(text)
+    lines = "\n".join(_r(line) for line in once.split("\n"))
+    for out in (once, lines):
+        parsed = _json.loads(out)
+        assert "hunter2" not in out and "hunter2" not in _json.dumps(parsed)
+    assert lines == once  # idempotent
+
+
+def test_a_copied_script_keeps_running_without_its_secrets():
+    source = (
+        'import os\nDB_PASSWORD = "hunter2"  # the db password is hunter2\n'
+        'API_KEY: str = "hun" \\\n    "ter2"\n'
+        'token = os.environ.get("HF_TOKEN", "hunter2")\n'
+        'cfg = {"password": 1234, "lr": 0.1, "url": "https://u:hunter2@h/x"}\n'
+        'print("the password is hunter2")\n'
+        'def build_model(n=3):\n    return {"n": n, "lr": cfg["lr"]}\n'
+    )
+    out = redact_source(source)
+    assert "hunter2" not in out and "1234" not in out
+    namespace: dict = {}
+    exec(compile(out, "train.py", "exec"), namespace)  # noqa: S102 - our own test source
+    assert namespace["build_model"](4) == {"n": 4, "lr": 0.1}
+    assert '"HF_TOKEN"' in out  # the names of secrets stay: only values go
