@@ -75,3 +75,26 @@ def is_digest_ref(image: str) -> bool:
 
 def is_sha256(text: str) -> bool:
     return bool(SHA256_DIGEST.fullmatch(text or ""))
+
+
+def looks_like_digest_id(text: str) -> bool:
+    """Whether ``text`` is spelled as an algorithm-prefixed id (``blake3:…``, ``sha256:…``, ``MD5:…``): a word of
+    letters and digits, a colon, then something; a version label (``v3``, ``latest``, an S3 version id) is not."""
+    algorithm, colon, rest = (text or "").partition(":")
+    return bool(colon) and algorithm.isascii() and algorithm.isalnum() and not rest.startswith("/")
+
+
+def snapshot_id_problem(text: str) -> str | None:
+    """What makes ``text`` not a snapshot id of our store (``SNAPSHOT_ID``), in words; None when it is one."""
+    if SNAPSHOT_ID.fullmatch(text or ""):
+        return None
+    algorithm, _, hexdigits = (text or "").partition(":")
+    if algorithm != "blake3":
+        if algorithm.lower() == "blake3":
+            return f"its prefix is {algorithm!r}: snapshot ids are lower case"
+        return f"{algorithm!r} is not the snapshot hash (ids are BLAKE3, spelled blake3:)"
+    if hexdigits.lower() != hexdigits:
+        return "its hex digits are upper case: snapshot ids are lower case"
+    if len(hexdigits) != 64:
+        return f"it has {len(hexdigits)} hex digits, not 64"
+    return "its digest holds characters other than 0-9 and a-f"

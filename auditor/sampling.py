@@ -2,16 +2,23 @@
 
 Order of preference (the reason is kept with each pick, for the summary):
 
-0. *not reproduced last time*: the latest audit before tonight gave a verdict
-   other than REPRODUCED_* (tag ``repro.audit.verdict``); tier first, then stalest;
 1. *must*: serving under a production alias (``Budget.production_aliases``,
    from ``REPRO_PRODUCTION_ALIASES``), or materiality tier 1 (tag ``repro.tier``);
-   tier first, then stalest;
-2. *never audited*;
-3. *stale*: last audited more than ``stale_after_days`` before the logical date,
-   stalest first;
-4. a random draw from the rest, seeded by the logical date, so a rerun for
+   tier first, then stalest. Always first: nothing a night can hold pushes them out;
+2. *not reproduced last time*: the latest audit before tonight gave OUT_OF_TOLERANCE or
+   ERROR (tag ``repro.audit.verdict``), which another night may settle; tier first, then stalest;
+3. *never audited*;
+4. *stale*: last audited more than ``stale_after_days`` (``REPRO_OVERDUE_DAYS``) before the
+   logical date, stalest first; beside them, stalest first, the *known-unreproducible* versions
+   (last verdict NOT_REPRODUCIBLE: no run record, a lost or changed input) whose last audit is
+   more than ``recheck_unreproducible_days`` (``REPRO_UNREPRODUCIBLE_RECHECK_DAYS``) old: they are
+   re-assessed on that slower cadence and otherwise not sampled at all (another night changes
+   nothing for them);
+5. a random draw from the rest, seeded by the logical date, so a rerun for
    the same date picks the same models and another date picks others.
+
+A version its owner marked retired (tag ``repro.retired=true``) is never sampled, whatever its
+alias; it is listed among the skipped with that reason.
 
 The budget is a maximum count and accelerator-hours (each version's recorded
 training cost, tag ``repro.cost_hours``). A candidate that does not fit is
@@ -28,13 +35,27 @@ import random
 from dataclasses import dataclass, field
 
 from auditor.errors import BadInput
-from auditor.outcomes import REPRODUCED
-from auditor.settings import PRODUCTION_ALIASES
-from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_COST_HOURS, TAG_TIER, TAG_VERDICT
+from auditor.outcomes import REPRODUCED, Verdict
+from auditor.settings import OVERDUE_DAYS, PRODUCTION_ALIASES, UNREPRODUCIBLE_RECHECK_DAYS
+from auditor.tags import (
+    RETIRED_VALUES,
+    TAG_AUDIT_DATE,
+    TAG_AUDIT_PREVIOUS_DATE,
+    TAG_COST_HOURS,
+    TAG_RETIRED,
+    TAG_TIER,
+    TAG_VERDICT,
+)
 from auditor.uris import model_uri
 
 DEFAULT_COST_HOURS = 0.25
-#: the verdicts that count as reproduced (``auditor.judge.result.Verdict``)
+#: the verdict of a version known not to reproduce (no run record, a lost or changed input): re-assessed slowly
+KNOWN_UNREPRODUCIBLE = Verdict.NOT_REPRODUCIBLE.value
+
+
+def is_retired(tags) -> bool:
+    """Whether a version's tags carry its owner's retirement mark (``repro.retired=true``)."""
+    return str(tags.get(TAG_RETIRED, "")).strip().lower() in RETIRED_VALUES
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class Candidate:
     previous_audit_date: str | None = None  # the one before it, when the latest is tonight's
     cost_hours: float = DEFAULT_COST_HOURS
     last_verdict: str | None = None  # the verdict of the latest audit (the one on ``last_audit_date``)
+    retired: bool = False  # its owner marked it retired (tag ``repro.retired``): never sampled
 
     @property
     def ref(self) -> str:
@@ -71,6 +93,7 @@ class Candidate:
             previous_audit_date=tags.get(TAG_AUDIT_PREVIOUS_DATE),
             cost_hours=max(0.0, number(TAG_COST_HOURS, float, DEFAULT_COST_HOURS)),
             last_verdict=tags.get(TAG_VERDICT),
+            retired=is_retired(tags),
         )
 
 
@@ -105,8 +128,9 @@ class Sample:
 class Budget:
     max_models: int = 5
     max_hours: float = 4.0
-    stale_after_days: int = 30
+    stale_after_days: int = OVERDUE_DAYS.default
     production_aliases: tuple[str, ...] = PRODUCTION_ALIASES.default
+    recheck_unreproducible_days: int = UNREPRODUCIBLE_RECHECK_DAYS.default
 
 
 def _last_before(c: Candidate, date: str) -> str | None:
@@ -133,41 +157,54 @@ def _days_between(earlier: str, later: str) -> int:
     return (dt.date.fromisoformat(later) - dt.date.fromisoformat(earlier)).days
 
 
-def choose(candidates: list[Candidate], date: str, budget: Budget = Budget()) -> Sample:
-    """Tonight's audits for logical date ``date`` (YYYY-MM-DD)."""
-    try:
-        dt.date.fromisoformat(date)  # a malformed date fails here, not halfway through
-    except (TypeError, ValueError):
-        raise BadInput(f"logical date {date!r} is not YYYY-MM-DD") from None
-    ordered: list[tuple[Candidate, str]] = []
-    rest: list[Candidate] = []
-    failed, must, never, stale = [], [], [], []
+def _rank(candidates: list[Candidate], date: str, budget: Budget) -> tuple[list[tuple[Candidate, str]], list[tuple[str, str]]]:
+    """Every candidate in the order of preference with its reason, and those never sampled tonight (with why)."""
+    must, failed, never, stale, rest = [], [], [], [], []
+    excluded: list[tuple[str, str]] = []
     serving = {a.lower() for a in budget.production_aliases}
     for c in sorted(candidates, key=lambda c: (c.name, c.version)):
         last = _last_before(c, date)
         production = sorted(set(a.lower() for a in c.aliases) & serving)
         verdict = _not_reproduced_before(c, date)
-        if verdict:
-            failed.append((c.tier or 99, last or "", c, f"not reproduced last time ({verdict} on {c.last_audit_date})"))
+        if c.retired:
+            excluded.append((c.ref, f"retired by its owner (tag {TAG_RETIRED})"))
         elif production or c.tier == 1:
             why = f"serving under alias '{production[0]}'" if production else "materiality tier 1"
             must.append((c.tier or 99, last or "", c, why))
+        elif verdict == KNOWN_UNREPRODUCIBLE:
+            age = _days_between(c.last_audit_date, date)
+            if age > budget.recheck_unreproducible_days:
+                stale.append((c.last_audit_date, c, f"re-assessing: {verdict} on {c.last_audit_date}, "
+                                                    f"re-checked every {budget.recheck_unreproducible_days} days"))
+            else:
+                due = dt.date.fromisoformat(c.last_audit_date) + dt.timedelta(days=budget.recheck_unreproducible_days + 1)
+                excluded.append((c.ref, f"known unreproducible ({verdict} on {c.last_audit_date}): next re-assessment {due}"))
+        elif verdict:
+            failed.append((c.tier or 99, last or "", c, f"not reproduced last time ({verdict} on {c.last_audit_date})"))
         elif last is None:
             never.append((c, "never audited"))
         elif _days_between(last, date) > budget.stale_after_days:
             stale.append((last, c, f"stale: last audited {last}"))
         else:
             rest.append(c)
+    ordered = [(c, why) for _, _, c, why in sorted(must, key=lambda m: (m[0], m[1]))]
     ordered += [(c, why) for _, _, c, why in sorted(failed, key=lambda m: (m[0], m[1]))]
-    ordered += [(c, why) for _, _, c, why in sorted(must, key=lambda m: (m[0], m[1]))]
     ordered += never
     ordered += [(c, why) for _, c, why in sorted(stale, key=lambda s: s[0])]
     rng = random.Random(int.from_bytes(hashlib.sha256(f"repro-sample:{date}".encode()).digest()[:8], "big"))
     rng.shuffle(rest)
     ordered += [(c, f"random draw for {date}") for c in rest]
+    return ordered, excluded
 
+
+def choose(candidates: list[Candidate], date: str, budget: Budget = Budget()) -> Sample:
+    """Tonight's audits for logical date ``date`` (YYYY-MM-DD)."""
+    try:
+        dt.date.fromisoformat(date)  # a malformed date fails here, not halfway through
+    except (TypeError, ValueError):
+        raise BadInput(f"logical date {date!r} is not YYYY-MM-DD") from None
+    ordered, skipped = _rank(candidates, date, budget)
     picks: list[Pick] = []
-    skipped: list[tuple[str, str]] = []
     hours = 0.0
     for c, why in ordered:
         if len(picks) >= budget.max_models:

@@ -209,7 +209,13 @@ class Settings:
         "seconds an MLflow HTTP request may take; sets MLFLOW_HTTP_REQUEST_TIMEOUT unless that is set", ge=1,
     )
     overdue_days: int = setting(
-        "REPRO_OVERDUE_DAYS", 30, "days after its last audit a registered version counts as overdue", ge=1,
+        "REPRO_OVERDUE_DAYS", 30,
+        "days after its last audit a registered version counts as overdue (and the nightly samples it as stale)", ge=1,
+    )
+    unreproducible_recheck_days: int = setting(
+        "REPRO_UNREPRODUCIBLE_RECHECK_DAYS", 90,
+        "days between the nightly's re-assessments of a version whose last verdict was NOT_REPRODUCIBLE "
+        "(no run record, a lost or changed input)", ge=1,
     )
 
     # Rebuilding a record that names no image (the process runner).
@@ -301,6 +307,7 @@ AUDIT_EXPERIMENT = _TOP["audit_experiment"]
 MLFLOW_HTTP_RETRIES = _TOP["mlflow_http_retries"]
 MLFLOW_HTTP_TIMEOUT_S = _TOP["mlflow_http_timeout_s"]
 OVERDUE_DAYS = _TOP["overdue_days"]
+UNREPRODUCIBLE_RECHECK_DAYS = _TOP["unreproducible_recheck_days"]
 REBUILD_ENV = _TOP["rebuild_env"]
 VENV_CACHE = _TOP["venv_cache"]
 FIND_LINKS = _TOP["find_links"]

@@ -37,6 +37,10 @@ TAG_DATASET_VERSION = "repro.version"
 # -- version tags set by people or the sampler --------------------------------------------
 TAG_TIER = "repro.tier"
 TAG_COST_HOURS = "repro.cost_hours"
+#: an owner's mark that a version is retired (``true``): never sampled, shown as retired on the coverage page
+TAG_RETIRED = "repro.retired"
+#: the values of ``TAG_RETIRED`` that mean retired (read case-insensitively); anything else means not retired
+RETIRED_VALUES = frozenset({"true", "yes", "1"})
 
 # -- version tags written by calibration and audits ----------------------------------------
 TAG_BANDS = "repro.bands"

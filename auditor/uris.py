@@ -11,6 +11,7 @@ not a registered version. Pure: no I/O.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from auditor.errors import BadInput
@@ -49,13 +50,43 @@ class ModelRef:
         return self.uri
 
 
+#: Unicode categories that change how the text around them is shown without showing themselves: format
+#: characters (the bidi overrides U+202A-U+202E, isolates U+2066-U+2069, marks U+200E/U+200F/U+061C, zero-width
+#: characters, U+FEFF), control characters, line and paragraph separators, lone surrogates
+_HIDDEN_CATEGORIES = frozenset({"Cf", "Cc", "Zl", "Zp", "Cs"})
+
+
+def hidden_characters(text: str) -> list[str]:
+    """The characters of ``text`` that a screen does not show as themselves (``U+202E RIGHT-TO-LEFT OVERRIDE``…)."""
+    return [ch for ch in dict.fromkeys(text) if unicodedata.category(ch) in _HIDDEN_CATEGORIES]
+
+
+def _spelled(ch: str) -> str:
+    return f"U+{ord(ch):04X}"
+
+
+def visible(text: str, *, keep: str = "") -> str:
+    """``text`` with each hidden character (``hidden_characters``) written out as ``<U+XXXX>``, so a name shown
+    is the name registered (a right-to-left override cannot make ``evil`` read as another name); ``keep``: ones
+    left as they are (a terminal's newline)."""
+    if text.isprintable():  # False for every hidden category (and for spaces other than ' ', kept below)
+        return text
+    return "".join(f"<{_spelled(ch)}>" if ch not in keep and unicodedata.category(ch) in _HIDDEN_CATEGORIES else ch for ch in text)
+
+
 def _bad(ref: str, why: str) -> BadInput:
-    return BadInput(f"model reference {ref!r} {why}", hint=_FORMS)
+    return BadInput(f"model reference {visible(ref)!r} {why}", hint=_FORMS)
 
 
 def _check_name(ref: str, name: str) -> str:
     if not name.strip():
         raise _bad(ref, "has an empty model name")
+    hidden = hidden_characters(name)
+    if hidden:
+        named = ", ".join(f"{_spelled(ch)} ({unicodedata.name(ch, 'a control character')})" for ch in hidden)
+        raise BadInput(f"model reference {visible(ref)!r} has a model name holding {named}, which changes how the name "
+                       "is displayed: refused, so that what is shown is what is audited",
+                       hint="type the name without it; the CLI shows such a character as <U+XXXX>")
     if ":" in name:
         raise _bad(ref, f"has a model name {name!r} containing ':', which MLflow does not allow")
     return name

@@ -57,16 +57,21 @@ def _root(
 
 
 def _click_errors() -> tuple[type[BaseException], ...]:
-    """The usage-error classes of the click the installed typer raises (typer 0.29 vendors its own)."""
-    import click
-
-    found: list[type[BaseException]] = [click.ClickException]
+    """The usage-error classes the installed typer raises: its vendored click (typer >= 0.29, where the core
+    install has no ``click`` at all) and, when importable, the standalone click (older typers raise that one)."""
+    found: list[type[BaseException]] = []
     try:
         from typer._click.exceptions import ClickException as Vendored  # typer >= 0.29
     except ImportError:
         pass
     else:
         found.append(Vendored)
+    try:
+        from click import ClickException
+    except ImportError:  # the core install: typer 0.29 brings no click
+        pass
+    else:
+        found.append(ClickException)
     return tuple(found)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from auditor.cli import app
-from auditor.cli.output import console
+from auditor.cli.output import console, declare_public
 
 
 @app.command("demo")
@@ -17,19 +17,23 @@ def demo_cmd(
     reports: Path = typer.Option(Path("reports"), "--reports", help="where the reports and index are published"),
 ) -> None:
     """Train and register versions that show every verdict, calibrate, run the nightly DAG, print the index path."""
+    from rich.markup import escape
+
     from auditor.demo import run_demo, signing_key_path
     from auditor.report.attest import public_key_path
     from auditor.settings import tracking_uri_under
 
+    public_key = public_key_path(signing_key_path(root))
+    declare_public(public_key, public_key.resolve())  # "its public key: PATH" is our sentence, not a credential
     out = console()
     started = time.monotonic()
 
     def progress(message: str) -> None:
-        out.print(f"[dim]{time.monotonic() - started:6.1f}s[/]  {message}", markup=True, highlight=False)
+        out.print(f"[dim]{time.monotonic() - started:6.1f}s[/]  {escape(message)}", markup=True, highlight=False)
 
     index = run_demo(root, reports, progress=progress)
     out.print(f"\nreports: {index.resolve()}  ({time.monotonic() - started:.0f}s)")
-    key = public_key_path(signing_key_path(root)).resolve()
+    key = public_key.resolve()
     tracking = tracking_uri_under(root.resolve())
     out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
               markup=False, soft_wrap=True)

@@ -13,6 +13,7 @@ import typer
 
 from auditor.cli.lineage import lineage_app
 from auditor.cli.output import console, emit_json
+from auditor.cli.params import model_ref
 from auditor.digests import spelled
 from auditor.errors import LineageIncomplete
 from auditor.uris import REF_HELP
@@ -20,7 +21,7 @@ from auditor.uris import REF_HELP
 
 @lineage_app.command("show")
 def show_cmd(
-    ref: str = typer.Argument(..., help=REF_HELP),
+    ref: str = typer.Argument(..., callback=model_ref, help=REF_HELP),
     json_out: bool = typer.Option(False, "--json", help="print the version, record and findings as JSON"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
 ) -> None:

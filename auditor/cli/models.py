@@ -11,6 +11,7 @@ import typer
 
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
+from auditor.cli.params import logical_date, model_ref
 from auditor.settings import REPORTS, RUNNER
 from auditor.uris import REF_HELP
 
@@ -69,7 +70,7 @@ def _progress(enabled: bool):
 
 @app.command("rebuild")
 def rebuild_cmd(
-    model_ref: str = typer.Argument(..., help=REF_HELP),
+    model_ref: str = typer.Argument(..., callback=model_ref, help=REF_HELP),
     out: Path = typer.Option(..., "--out", help="folder for the workspace, rebuilt weights and metrics"),
     runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
@@ -100,7 +101,7 @@ def rebuild_cmd(
 
 @app.command("calibrate")
 def calibrate_cmd(
-    model_ref: str = typer.Argument(..., help=REF_HELP),
+    model_ref: str = typer.Argument(..., callback=model_ref, help=REF_HELP),
     reruns: int = typer.Option(5, "--reruns", min=3, help="seed-varied reruns for the metric bands (3-4 give a weak band)"),
     same_seed: int = typer.Option(2, "--same-seed", min=2, help="reruns under the recorded seed: the execution-noise floor"),
     replace: bool = typer.Option(False, "--replace", help="replace bands calibrated from more reruns than --reruns"),
@@ -143,11 +144,11 @@ def calibrate_cmd(
 
 @app.command("audit")
 def audit_cmd(
-    model_ref: str = typer.Argument(..., help=REF_HELP),
+    model_ref: str = typer.Argument(..., callback=model_ref, help=REF_HELP),
     reruns: int = typer.Option(1, "--reruns", min=1, help="rebuilds to run and judge (each must land inside the bands)"),
     runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
     publish: bool = typer.Option(True, "--publish/--no-publish", help=f"publish the report to {REPORTS.name}"),
-    date: str = typer.Option(None, "--date", help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
+    date: str = typer.Option(None, "--date", callback=logical_date, help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
     segments: int = typer.Option(None, "--segments", min=1, help="replay N segments of the checkpoint chain (the last always) instead of all of training"),
@@ -237,7 +238,7 @@ def _print_audit(result, report: str | None) -> None:
 
 @app.command("nightly")
 def nightly_cmd(
-    date: str = typer.Option(None, "--date", help="logical date YYYY-MM-DD (default: today, UTC)"),
+    date: str = typer.Option(None, "--date", callback=logical_date, help="logical date YYYY-MM-DD (default: today, UTC)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -259,8 +260,13 @@ def nightly_cmd(
     table = Table(title=f"nightly audit {date}")
     for column in ("model", "verdict", "why picked", "report / error"):
         table.add_column(column, overflow="fold")
-    for row in summary["audits"]:
+    from rich.text import Text
+
+    from auditor.uris import visible
+
+    for row in summary["audits"]:  # the registry's names as text (never markup), hidden characters written out
         verdict = row.get("verdict") or ("already audited" if row.get("skipped") else "")
-        table.add_row(row["ref"], verdict, row.get("reason") or "", row.get("error") or row.get("report") or "")
+        table.add_row(Text(visible(row["ref"])), verdict, row.get("reason") or "",
+                      Text(visible(row.get("error") or row.get("report") or "")))
     console().print(table)
     console().print(f"coverage: {coverage_page}", markup=False, highlight=False)

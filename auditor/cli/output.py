@@ -8,6 +8,18 @@ task log), and MLflow's HTTP retries (``urllib3`` warnings) with them.
 Everything the CLI writes passes the one redactor (``auditor.lineage.redact``): ``main`` wraps
 stdout and stderr in ``RedactingStream`` for the whole command, so tables, ``--json``, usage
 errors and exception messages are covered alike, whichever part printed them.
+
+Every character that a screen does not show as itself (a right-to-left override U+202E in a model name
+from the registry, a zero-width space, a control character) is written out as ``<U+XXXX>``
+(``auditor.uris.visible``), so what a terminal or a log shows is what was audited.
+
+Our own sentences may read like an assignment (``its public key: PATH``): the redactor cannot tell
+them from a secret, and must not learn to (a label is exactly what a leaked secret carries). So a
+command *declares* the values it computed itself and knows to be public (``declare_public``: the
+demo's public-key path); the redactor runs as always, and only a marker that stands for exactly such
+a value is turned back into it. A secret is never printed that way: a marker is put back only as the
+declared value (never as what it replaced), and a value is declared only if the redactor passes it
+alone (a path holding a token is not declared).
 """
 
 from __future__ import annotations
@@ -17,28 +29,52 @@ import logging
 import sys
 from typing import Any, TextIO
 
-from auditor.lineage.redact import redact_text
+from auditor.lineage.redact import marker, redact_text
+from auditor.uris import visible
+
+#: marker -> value: what this command computed itself and prints as it is (``declare_public``)
+_public: dict[str, str] = {}
+
+
+def declare_public(*values: object) -> None:
+    """Values this command made and knows to be public (a public key's path): printed as they are even
+    where the redactor reads our own label before them (``key: …``) as naming a secret. A value the
+    redactor changes on its own (it holds a credential's shape) is not declared."""
+    for value in map(str, values):
+        if value and redact_text(value) == value:
+            _public[marker(value)] = value
+
+
+def redact_out(text: str) -> str:
+    """``redact_text``, then each marker of a declared public value put back as that value."""
+    text = redact_text(text)
+    if _public and "<redacted:" in text:
+        for mark, value in _public.items():
+            text = text.replace(mark, value)
+    return text
 
 
 class RedactingStream:
     """A text stream that redacts what it passes on, whole lines at a time (a secret split across two
-    writes is still seen whole); ``flush`` passes on a partial line, so prompts and spinners still show."""
+    writes is still seen whole); ``flush`` passes on a partial line, so prompts and spinners still show.
+    Hidden characters are written out (``<U+202E>``); a terminal keeps the escape sequences rich colours with."""
 
     def __init__(self, inner: TextIO) -> None:
         self._inner = inner
         self._pending = ""
+        self._keep = "\n\r\t" + ("\x1b" if _isatty(inner) else "")
 
     def write(self, text: str) -> int:
         self._pending += text
         cut = self._pending.rfind("\n") + 1
         if cut:
             done, self._pending = self._pending[:cut], self._pending[cut:]
-            self._inner.write(redact_text(done))
+            self._inner.write(visible(redact_out(done), keep=self._keep))
         return len(text)
 
     def flush(self) -> None:
         if self._pending:
-            self._inner.write(redact_text(self._pending))
+            self._inner.write(visible(redact_out(self._pending), keep=self._keep))
             self._pending = ""
         self._inner.flush()
 
@@ -61,12 +97,13 @@ _emitted: list[bool] = []  # whether this process printed its JSON document alre
 
 def emit_json(value: Any) -> None:
     _emitted.append(True)
-    sys.stdout.write(redact_text(json.dumps(value, indent=2, sort_keys=True, default=str)) + "\n")
+    sys.stdout.write(redact_out(json.dumps(value, indent=2, sort_keys=True, default=str)) + "\n")
 
 
 def reset() -> None:
     """A fresh command (``main`` called again in one process, as tests do)."""
     _emitted.clear()
+    _public.clear()
 
 
 def json_emitted() -> bool:
@@ -80,7 +117,7 @@ def error(message: str) -> None:
 
     # Text, not markup: messages quote user input, which may contain [brackets].
     console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH)
-    console.print(Text("error: ", style="bold red") + Text(redact_text(message)), soft_wrap=True)
+    console.print(Text("error: ", style="bold red") + Text(redact_out(message)), soft_wrap=True)
 
 
 def emit_error_json(message: str, code: int, hint: str | None) -> None:
@@ -96,11 +133,15 @@ def console():
     return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
-def stderr_is_terminal() -> bool:
+def _isatty(stream: Any) -> bool:
     try:
-        return sys.stderr.isatty()
+        return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def stderr_is_terminal() -> bool:
+    return _isatty(sys.stderr)
 
 
 def install_logging() -> None:

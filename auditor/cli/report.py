@@ -65,16 +65,19 @@ def coverage_cmd(
 
 def _print(rows: list[dict], overdue_days: int, page: str | None) -> None:
     from rich.table import Table
+    from rich.text import Text
+
+    from auditor.uris import visible
 
     out = console()
     table = Table(title=f"audit coverage (overdue after {overdue_days} days)")
     for column in ("model", "version", "aliases", "status", "last audited", "days since", "last verdict"):
         table.add_column(column)
-    for r in rows:
-        table.add_row(r["model"], r["version"], ", ".join(r["aliases"]) or "-", r["status"], r["last"] or "never",
-                      "-" if r["age_days"] is None else str(r["age_days"]), r["verdict"] or "-")
+    for r in rows:  # the registry's names as text (never markup), hidden characters written out (<U+202E>)
+        table.add_row(Text(visible(r["model"])), Text(visible(r["version"])), Text(visible(", ".join(r["aliases"]) or "-")),
+                      r["status"], r["last"] or "never", "-" if r["age_days"] is None else str(r["age_days"]), r["verdict"] or "-")
     out.print(table)
-    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("never audited", "overdue", "current")}
+    counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("never audited", "overdue", "current", "retired")}
     out.print(", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
     if page:
         out.print(f"coverage: {page}", markup=False, highlight=False)

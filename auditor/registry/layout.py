@@ -16,16 +16,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.digests import sha256_hex
 from auditor.tags import PARAM_RECORD_DIGEST, PARAM_SEED, RECORD_ARTIFACT, WEIGHTS_ARTIFACT, run_artifacts
 
-# MLflow's limits (mlflow/utils/validation.py): a param value holds 6,000 characters; keys allow these only.
+# MLflow's limits (mlflow/utils/validation.py): a param value holds 6,000 characters, a key 250; keys allow these
+# characters only, and are read as paths: no empty, '.' or '..' segment, no leading '/', nothing starting '..'.
 _MAX_PARAM_VALUE = 6000
+_MAX_KEY = 250
 _KEY_UNSAFE = re.compile(r"[^\w\-. /]")
 
 
 def safe_key(name: str) -> str:
-    """``name`` with every character MLflow refuses in a param or tag key replaced by ``_``."""
-    return _KEY_UNSAFE.sub("_", name)
+    """``name`` as a key MLflow accepts for a param or tag: every character it refuses replaced by ``_``, every
+    segment it would read as a path step (``https://`` gives an empty one) made ``_``, and a key over its length
+    cut with a short digest of the whole kept (two long keys stay two keys)."""
+    key = "/".join("_" if part in ("", ".", "..") else part for part in _KEY_UNSAFE.sub("_", name).split("/"))
+    if key.startswith(".."):
+        key = "_" + key
+    if len(key) > _MAX_KEY:
+        key = f"{key[: _MAX_KEY - 9]}-{sha256_hex(name.encode('utf-8', 'surrogatepass'))[:8]}"
+    return key
 
 if TYPE_CHECKING:
     from auditor.lineage.record import RunRecord
@@ -39,6 +49,7 @@ def record_bytes(record: RunRecord) -> bytes:
 def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}``, keys made MLflow-safe, values cut to MLflow's limit."""
     out: dict[str, str] = {}
+    owner: dict[str, str] = {}  # safe key -> the flattened key it came from
 
     def walk(value: Any, prefix: str) -> None:
         if isinstance(value, Mapping) and value:
@@ -46,7 +57,11 @@ def flatten_params(config: Mapping[str, Any]) -> dict[str, str]:
                 walk(item, f"{prefix}.{key}" if prefix else str(key))
             return
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-        out[safe_key(prefix) or "_"] = text[:_MAX_PARAM_VALUE]
+        key = safe_key(prefix) or "_"
+        if key in out:  # two keys that differ only in what MLflow refuses stay two params: the earlier one moves
+            earlier = owner[key]  # (the later one keeps the name, as it did when it overwrote the earlier)
+            out[safe_key(f"{earlier}-{sha256_hex(earlier.encode('utf-8', 'surrogatepass'))[:8]}")] = out.pop(key)
+        out[key], owner[key] = text[:_MAX_PARAM_VALUE], prefix
 
     walk(config, "")
     return out
@@ -58,10 +73,12 @@ def training_params(record: RunRecord) -> dict[str, str]:
     MLflow refuses to change a logged param, so these pin the record as it was at training time:
     the audit compares the stored record with them (``auditor.registry.base.Registry.load_record``).
     """
-    from auditor.lineage.redact import redact_text
+    from auditor.lineage.redact import redact_mapping, redact_text
 
-    # the record is redacted at capture; a param leaves the process, so it passes the redactor again
-    params = {k: redact_text(v) for k, v in flatten_params(record.config.resolved if record.config else {}).items()}
+    # the record is redacted at capture (keys too); a param leaves the process, so it passes the redactor again,
+    # its key before the key is made MLflow-safe (after, a URL's password no longer looks like one)
+    resolved = redact_mapping(record.config.resolved) if record.config else {}
+    params = {k: redact_text(v) for k, v in flatten_params(resolved).items()}
     params[PARAM_RECORD_DIGEST] = record.digest()
     if record.seeds is not None and record.seeds.seed is not None:
         params[PARAM_SEED] = str(record.seeds.seed)

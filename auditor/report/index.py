@@ -161,13 +161,13 @@ def write_index(store: BlobStore, entries: list[dict[str, Any]]) -> None:
 
 # -- inventory coverage: every registered version against the ledger ---------------------------
 COVERAGE_FILE = "coverage.html"
-COVERAGE_ORDER = {"never audited": 0, "overdue": 1, "current": 2}
+COVERAGE_ORDER = {"never audited": 0, "overdue": 1, "current": 2, "retired": 3}
 
 
 def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, now: Any, overdue_days: int) -> list[dict[str, Any]]:
-    """Each registered version with its last audit, and whether it is current, overdue or never audited.
+    """Each registered version with its last audit, and whether it is current, overdue, never audited or retired.
 
-    ``versions`` are plain rows ``{"model", "version", "aliases", "tag_audit_at"}`` (the registry's
+    ``versions`` are plain rows ``{"model", "version", "aliases", "tag_audit_at", "retired"}`` (the registry's
     listing, made by the caller: this module reads no registry); the ledger's entries say when each
     version's audit was published. A version whose audit the ledger does not hold but whose registry
     tag ``repro.audit.at`` says it was audited (published elsewhere) counts by that tag, and says so.
@@ -191,10 +191,12 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
         seen = last.get(key)
         if seen is None and _when(v.get("tag_audit_at")) is not None:
             seen = {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "", "href": None, "source": "registry tag"}
-        if seen is None:
-            status, age = "never audited", None
+        age = None if seen is None else (now - seen["when"]) / dt.timedelta(days=1)
+        if v.get("retired"):  # its owner's mark (tag repro.retired): never sampled, so never overdue
+            status = "retired"
+        elif seen is None:
+            status = "never audited"
         else:
-            age = (now - seen["when"]) / dt.timedelta(days=1)
             status = "overdue" if age > overdue_days else "current"
         rows.append({
             "model": key[0], "version": key[1], "version_key": _version_key(key[1]), "aliases": list(v.get("aliases") or []),

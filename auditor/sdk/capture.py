@@ -105,6 +105,7 @@ def _data_refs(data: Mapping[str, str | DataRef | GeneratedData], env: Mapping[s
             refs[name] = generated_ref(name, spec, env, rebuild)
         elif spec:
             refs[name] = parse_data_ref(f"{name}={spec}")[1]
+            _check_snapshot_id(name, spec, refs[name])
         elif rebuild:
             # A script that reads its data ref from an environment variable sees none in a rebuild;
             # the audit's materialised folder is what this rebuild actually read.
@@ -112,6 +113,20 @@ def _data_refs(data: Mapping[str, str | DataRef | GeneratedData], env: Mapping[s
         else:
             raise BadInput(f"data ref {name!r} is empty", hint=f"pass data={{{name!r}: '<store URI>@<snapshot id>'}}")
     return refs
+
+
+def _check_snapshot_id(name: str, spec: Any, ref: DataRef) -> None:
+    """A ``URI@<algorithm>:<digest>`` data ref must name one of our snapshot ids (``blake3:`` and 64 lower-case hex
+    digits, ``auditor.digests.SNAPSHOT_ID``): ``sha256:``, ``BLAKE3:``, 63 digits or ``md5:`` are refused before
+    training starts, naming the shape, instead of training on a ref no audit can materialise."""
+    from auditor.digests import SNAPSHOT_ID_HELP, looks_like_digest_id, snapshot_id_problem
+
+    version = ref.version or ""
+    problem = snapshot_id_problem(version) if looks_like_digest_id(version) else None
+    if problem:
+        raise BadInput(f"data ref {name!r} = {str(spec)!r} does not name a snapshot id: {problem}",
+                       hint=f"a snapshot id is {SNAPSHOT_ID_HELP}, as `repro-audit snapshot create` prints it; "
+                            f"pass data={{{name!r}: '<store>@{SNAPSHOT_ID_HELP}'}}")
 
 
 # -- watching the block ------------------------------------------------------------------------------

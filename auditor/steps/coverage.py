@@ -10,10 +10,11 @@ def coverage_rows(session: Any, *, now: dt.datetime) -> list[dict[str, Any]]:
     """The coverage rows for the session's registry and reports store."""
     from auditor.report import ledger
     from auditor.report.index import coverage
+    from auditor.sampling import is_retired
 
     versions = [
         {"model": v.name, "version": str(v.version), "aliases": list(v.aliases), "tag_audit_at": v.last_audit_at,
-         "tag_verdict": v.last_verdict}
+         "tag_verdict": v.last_verdict, "retired": is_retired(dict(v.tags or {}))}
         for v in session.registry.list_versions()
     ]
     return coverage(versions, ledger.entries(session.store), now=now, overdue_days=session.settings.overdue_days)

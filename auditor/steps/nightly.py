@@ -34,7 +34,8 @@ def sample(session: Any, date: str, *, models: str | None = None) -> dict[str, A
             candidate = Candidate(**{**candidate.__dict__, "cost_hours": info.train_seconds / 3600})
         candidates.append(candidate)
     budget = Budget(max_models=settings.nightly_max_models, max_hours=settings.nightly_budget_hours,
-                    production_aliases=settings.production_aliases)
+                    production_aliases=settings.production_aliases, stale_after_days=settings.overdue_days,
+                    recheck_unreproducible_days=settings.unreproducible_recheck_days)
     return choose(candidates, date, budget).to_dict()
 
 

@@ -21,6 +21,9 @@ USAGE_ERRORS = [
     ("value out of range", ["audit", "models:/m/1", "--reruns", "0"]),
     ("too few calibration reruns", ["calibrate", "models:/m/1", "--reruns", "2"]),
     ("extra argument", ["evidence", "verify", "a", "b"]),
+    ("a date that is no date (nightly)", ["nightly", "--date", "2026-13-45"]),
+    ("a date that is no date (audit)", ["audit", "models:/m/1", "--date", "2026-02-30"]),
+    ("a date not spelled YYYY-MM-DD", ["nightly", "--date", "2026-5-1"]),
 ]
 
 

@@ -16,7 +16,7 @@ from auditor.contract import ENV_CONFIG_PREFIX
 from auditor.errors import BadInput
 from auditor.lineage.gather.argparse_source import ArgparseSource, argparse_config, parse_scalar
 from auditor.lineage.record import ConfigInfo
-from auditor.lineage.redact import redact_mapping
+from auditor.lineage.redact import redact_mapping, redact_text
 
 
 def _load_config_file(path: Path) -> dict[str, Any]:
@@ -105,4 +105,6 @@ def resolve_config(
     flat = flatten(resolved)
     sources = {k: v for k, v in sources.items() if k in flat or any(f.startswith(k + ".") for f in flat)}
     redacted = redact_mapping(resolved)
+    # a key can hold a secret too (mirrors: {'https://user:pw@host/simple': 1}): the sources name keys
+    sources = {redact_text(k): v for k, v in sources.items()}
     return ConfigInfo(resolved=redacted, digest=digest(redacted), sources=sources, file=file_name)
