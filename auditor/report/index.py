@@ -8,6 +8,7 @@ matplotlib figure per model costs ~50 ms, far too much for thousands of audits.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -231,7 +232,29 @@ def render_coverage(rows: list[dict[str, Any]], *, overdue_days: int, as_of: str
     )
 
 
-def write_coverage(store: BlobStore, rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str) -> str:
-    """(Re)write ``coverage.html`` in ``store``; returns its key."""
-    store.write(COVERAGE_FILE, render_coverage(rows, overdue_days=overdue_days, as_of=as_of, registry=registry).encode("utf-8"), overwrite=True)
-    return COVERAGE_FILE
+#: what a coverage page was rendered from, beside it: ``evidence verify`` renders the page again from these inputs
+#: and the ledger entries it was written against, so an edited page is caught like an edited index
+COVERAGE_INPUTS = "coverage.json"
+
+
+def write_coverage(store: BlobStore, versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, now: Any,
+                   overdue_days: int, registry: str) -> tuple[str, list[dict[str, Any]]]:
+    """(Re)write ``coverage.html`` and its inputs (``coverage.json``) in ``store``; returns its key and its rows."""
+    inputs = {"versions": versions, "now": now.isoformat(), "overdue_days": overdue_days, "registry": registry,
+              "ledger_seq": max((int(e.get("seq", -1)) for e in entries), default=-1)}
+    store.write(COVERAGE_INPUTS, json.dumps(inputs, indent=1, sort_keys=True).encode("utf-8"), overwrite=True)
+    page, rows = coverage_page(inputs, entries)
+    store.write(COVERAGE_FILE, page, overwrite=True)
+    return COVERAGE_FILE, rows
+
+
+def coverage_page(inputs: dict[str, Any], entries: list[dict[str, Any]]) -> tuple[bytes, list[dict[str, Any]]]:
+    """The coverage page's bytes and rows from its stored inputs and the entries up to the ledger head it names."""
+    import datetime as dt
+
+    now = dt.datetime.fromisoformat(str(inputs["now"]))
+    upto = [e for e in entries if int(e.get("seq", -1)) <= int(inputs["ledger_seq"])]
+    rows = coverage(list(inputs["versions"]), upto, now=now, overdue_days=int(inputs["overdue_days"]))
+    page = render_coverage(rows, overdue_days=int(inputs["overdue_days"]), as_of=now.strftime("%Y-%m-%d %H:%M UTC"),
+                           registry=str(inputs["registry"]))
+    return page.encode("utf-8"), rows

@@ -27,7 +27,7 @@ from typing import Any
 
 from auditor.errors import Findings, NotFound
 from auditor.report import attest
-from auditor.report.index import INDEX_FILE
+from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE
 from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, sha256_of
 from auditor.settings import REPORTS
 from auditor.storage.base import BlobStore
@@ -330,6 +330,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         out.problems.extend(_anchor_problems(found_entries, anchors))
         out.problems.extend(_anchored_versions(store, anchors))
     out.problems.extend(_index_problems(store, keys, found_entries))
+    out.problems.extend(_coverage_problems(store, keys, found_entries))
     out.problems.extend(_unnamed_problems(store, keys, named, by_report))
     out.problems.extend(_version_problems(store, named))
     return out
@@ -375,8 +376,8 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
     """Files no entry names: summaries are checked against the ledger, anything else was added by hand."""
     problems: list[Problem] = []
     for key in keys:
-        if key in named or key == LEDGER_FILE or key == INDEX_FILE or key.startswith(ENTRIES):
-            continue
+        if key in named or key in (LEDGER_FILE, INDEX_FILE, COVERAGE_FILE, COVERAGE_INPUTS) or key.startswith(ENTRIES):
+            continue  # the derived pages are checked by the rules that know them (_index_problems, _coverage_problems)
         if key == PLACEHOLDER and not store.read(key):  # an empty .gitkeep keeps a checked-in folder
             continue
         if key.startswith(SUMMARIES) and key.endswith(".json"):
@@ -399,4 +400,26 @@ def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, A
     coverage_href = COVERAGE_FILE if COVERAGE_FILE in keys else None
     if store.read(INDEX_FILE) != render_index(entries, coverage_href=coverage_href).encode("utf-8"):
         return [Problem(None, f"{INDEX_FILE} differs from what the ledger entries render to: it was edited")]
+    return []
+
+
+def _coverage_problems(store: BlobStore, keys: list[str], entries: list[dict[str, Any]]) -> list[Problem]:
+    """The coverage page is derived from its stored inputs (the registry's listing when it was written) and the
+    ledger entries up to the head it names: it must be exactly what they render to. What the listing says about
+    the registry (which versions exist, their tags) can only be checked against the registry itself."""
+    import json
+
+    from auditor.report.index import coverage_page
+
+    if COVERAGE_FILE not in keys:
+        return [Problem(None, f"{COVERAGE_INPUTS} has no {COVERAGE_FILE} beside it")] if COVERAGE_INPUTS in keys else []
+    if COVERAGE_INPUTS not in keys:
+        return [Problem(None, f"{COVERAGE_FILE} has no {COVERAGE_INPUTS} beside it: it was not written by repro-audit")]
+    try:
+        inputs = json.loads(store.read(COVERAGE_INPUTS))
+        page, _ = coverage_page(inputs, entries)
+    except (ValueError, KeyError, TypeError) as exc:
+        return [Problem(None, f"{COVERAGE_INPUTS} does not parse ({type(exc).__name__}: {exc}): it was edited")]
+    if store.read(COVERAGE_FILE) != page:
+        return [Problem(None, f"{COVERAGE_FILE} differs from what {COVERAGE_INPUTS} and the ledger render to: it was edited")]
     return []
