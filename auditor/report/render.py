@@ -18,7 +18,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from auditor.digests import sha256_file_raw
-from auditor.report import plots, view
+from auditor.report import plots, regmap, view
 from auditor.report.evidence import audit_of
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
 from auditor.tags import TAG_BANDS
@@ -139,6 +139,7 @@ def render_report(doc: dict[str, Any]) -> str:
     ctx["metric_rows"] = [
         {"metric": m, "svg": plots.metric_svg(m, i)} for i, m in enumerate(audit.metrics)
     ]
+    ctx["regmap"] = regmap.for_report(doc)
     return environment().get_template("report.html.j2").render(**ctx)
 
 
