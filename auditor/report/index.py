@@ -182,7 +182,7 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
             status = "overdue" if age > overdue_days else "current"
         rows.append({
             "model": key[0], "version": key[1], "version_key": _version_key(key[1]), "aliases": list(v.get("aliases") or []),
-            "status": status, "css": status.replace(" ", "-"),
+            "status": status, "css": _status_css(status, seen["verdict"] if seen else None),
             "last": seen["when"].strftime("%Y-%m-%d %H:%M") if seen else None,
             "age_days": None if age is None else int(age), "verdict": seen["verdict"] if seen else None,
             "href": seen["href"] if seen else None, "source": seen["source"] if seen else None,
@@ -190,6 +190,15 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
     rows.sort(key=lambda r: (COVERAGE_ORDER[r["status"]], -(r["age_days"] or 0), r["model"],
                              float(r["version_key"]) if r["version_key"] else math.inf, r["version"]))
     return rows
+
+
+def _status_css(status: str, verdict: str | None) -> str:
+    """The status pill's class: "current" is green only beside a reproduced verdict (never green beside a red one)."""
+    from auditor.outcomes import REPRODUCED
+
+    if status == "current" and verdict not in REPRODUCED:
+        return "current-not-reproduced"
+    return status.replace(" ", "-")
 
 
 def _when(text: Any) -> Any:

@@ -22,6 +22,7 @@ from auditor.report import plots, regmap, view
 from auditor.report.evidence import audit_of
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
 from auditor.tags import TAG_BANDS
+from auditor.uris import visible
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -110,6 +111,7 @@ def environment() -> Environment:
     env.filters["seconds"] = fmt_seconds
     env.filters["short_uri"] = short_uri
     env.filters["css_string"] = css_string
+    env.filters["visible"] = visible  # a registry-provided name, its hidden characters written out (auditor.uris)
     env.globals["static"] = static
     # names the pages print come from their one home, as in the Python modules
     env.globals["names"] = {"TAG_BANDS": TAG_BANDS, "SIGNING_KEY": SIGNING_KEY.name, "OVERDUE_DAYS": OVERDUE_DAYS.name}
