@@ -30,7 +30,7 @@ def verify_cmd(
     key: Annotated[
         Path | None,
         typer.Option("--public-key", "--key",
-                     help="PEM public key: every entry's attestation must carry a valid signature by it."),
+                     help=f"PEM public key: every entry's attestation must carry a valid signature by it (default: the configured key, {SIGNING_KEY.name}'s public key)."),
     ] = None,
     tracking_uri: Annotated[
         str | None,
@@ -42,17 +42,17 @@ def verify_cmd(
 ) -> None:
     """Exit 0 when every published file and ledger entry is untouched; 1 naming the first bad entry."""
     from auditor.cli.models import open_session
-    from auditor.report.attest import load_public_key
+    from auditor.report.attest import configured_public_key, load_public_key
     from auditor.report.verify import verify
     from auditor.storage import open_store
 
     session = open_session(tracking_uri=tracking_uri)
     where = location or session.settings.reports
-    public = load_public_key(str(key)) if key is not None else None
+    public = load_public_key(str(key)) if key is not None else configured_public_key(session.settings)
     anchors = None if no_anchors else session.ledger_anchors(where)
     result = verify(open_store(where), public_key=public, anchors=anchors)
     if as_json:
-        emit_json(_result_json(result, signatures_checked=key is not None))
+        emit_json(_result_json(result, signatures_checked=public is not None))
     if result.ok:
         if not as_json:
             _print_ok(result, public, anchors)
@@ -73,6 +73,7 @@ def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str,
         "reports": result.reports,
         "head": result.head,
         "signed": result.signed if signatures_checked else None,
+        "pinned_keyid": None if signatures_checked else result.pinned_keyid,
         "anchors": result.anchored,
         "first_bad_entry": result.first.seq if result.first else None,
         "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
@@ -81,7 +82,13 @@ def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str,
 
 def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -> None:
     """The one-line summary of a clean verification: what was chained, re-hashed, signed and anchored."""
-    signed = f"; {result.signed} signatures verified with key {public.keyid}" if public is not None else "; signatures not checked (pass --public-key)"
+    if public is not None:
+        signed = f"; {result.signed} signatures verified with key {public.keyid}"
+    elif result.pinned_keyid:
+        signed = (f"; signatures NOT checked (no public key given or configured): every signed entry names key "
+                  f"{result.pinned_keyid}, the first one's (pass --public-key to check them)")
+    else:
+        signed = "; signatures NOT checked: no entry is signed and no public key was given or configured"
     anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
     console().print(
         f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"

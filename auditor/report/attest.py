@@ -121,6 +121,17 @@ def generate_key(private_path: Path) -> tuple[Path, str]:
     return public_path, SSlibKey.from_crypto(public).keyid
 
 
+def configured_public_key(settings: Any) -> Any:
+    """The public key of the configured signer (``REPRO_SIGNING_PUBLIC_KEY``, else the one beside or derived from
+    ``REPRO_SIGNING_KEY``), or None when no signer is configured: ``evidence verify`` checks with it by default."""
+    if getattr(settings, "signing_public_key", None):
+        return load_public_key(settings.signing_public_key)
+    spec = getattr(settings, "signing_key", None)
+    if spec and Path(spec).expanduser().is_file():  # a signer URI (KMS) needs REPRO_SIGNING_PUBLIC_KEY: no call out
+        return load_signing_key(str(Path(spec).expanduser())).signer.public_key
+    return None
+
+
 def public_key_path(private_path: Path) -> Path:
     """Where ``generate_key`` writes the public key of ``private_path``: beside it, ``.pub`` appended."""
     return private_path.with_name(private_path.name + ".pub")

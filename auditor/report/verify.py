@@ -67,6 +67,7 @@ class Verification:
     reports: int = 0
     head: str | None = None
     signed: int = 0  # entries whose attestation verified with the given key
+    pinned_keyid: str | None = None  # without a key: the key id of the first signed entry, every later one held to it
     anchored: int | None = None  # anchors compared (None: no anchors were given)
     problems: list[Problem] = field(default_factory=list)
 
@@ -106,6 +107,26 @@ def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, by
         if found != part.get("sha256"):
             return f"its {label} {key} changed since it was published (sha256 {part.get('sha256')} recorded, {found} now)"
         files[key] = data
+    return None
+
+
+def _pinned_key_problem(entry: dict[str, Any], files: dict[str, bytes], out: Verification) -> str | None:
+    """Without a public key, trust on first use: the first signed entry's key id is pinned, and every later entry
+    must be signed by that key id too (an unsigned entry after a signed one, or another key, is a finding: a key
+    rotation is not recorded by this product yet, so a change of key is never silent). Key ids are claims until a
+    public key checks them: the CLI verifies with the configured key whenever there is one."""
+    part = entry.get("attestation") or {}
+    data = files.get(part.get("key") or "")
+    keyids = attest.envelope_keyids(data) if data is not None else []
+    if out.pinned_keyid is None:
+        if keyids:
+            out.pinned_keyid = keyids[0]
+        return None
+    if not part.get("key"):
+        return f"is not signed, though the ledger's entries are signed by key {out.pinned_keyid} from the first signed one on"
+    if data is not None and out.pinned_keyid not in keyids:
+        return (f"is signed by key {', '.join(keyids) or 'nobody'}, but the ledger's first signed entry by key "
+                f"{out.pinned_keyid}: the signing key changed and no rotation is recorded")
     return None
 
 
@@ -316,6 +337,8 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         if problem is None and public_key is not None:
             problem = _signature_problem(entry, files, public_key)
             out.signed += problem is None
+        elif problem is None:
+            problem = _pinned_key_problem(entry, files, out)
         if problem:
             out.problems.append(Problem(index, f"{describe(entry, index)}: {problem}"))
         prev_obj = entry.get("hash") or prev_obj

@@ -429,3 +429,34 @@ def test_the_cli_verifies_with_the_public_key_and_keygen_prints_readable_paths(s
         main(["evidence", "verify", settings.reports, "--public-key", f"{tmp_path / 'new.pem'}.pub", "--tracking-uri", settings.tracking_uri])
     assert done.value.code == 1 and "no valid signature by key" in capsys.readouterr().err
     get_settings.cache_clear()
+
+
+def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default_way(signed, tmp_path, capsys, monkeypatch):
+    """Issue 27, acceptance 6: verify checks signatures by default (the configured key; else the ledger's first key)."""
+    from auditor.cli import main
+    from auditor.settings import get_settings
+
+    _, infos, settings, public, keyid = signed
+    mallory_key = tmp_path / "mallory.pem"
+    _, mallory = attest.generate_key(mallory_key)
+    forger = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": settings.reports,
+                                "MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_SIGNING_KEY": str(mallory_key)})
+    outcome = session(forger).audit(infos[2].ref, AuditOptions(date="2026-05-04", audit_run="cli"))
+    assert outcome.publish_failure is None  # published and anchored in MLflow like any audit
+    env = {"MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_REPORTS": settings.reports}
+    for configured in ({"REPRO_SIGNING_KEY": settings.signing_key}, {"REPRO_SIGNING_PUBLIC_KEY": str(public)}, {}):
+        for name in ("REPRO_SIGNING_KEY", "REPRO_SIGNING_PUBLIC_KEY"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in {**env, **configured}.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+        with pytest.raises(SystemExit) as done:
+            main(["evidence", "verify", "--json"])
+        doc = json.loads(capsys.readouterr().out)
+        assert done.value.code == 1, (configured, doc)
+        problem = next(p["message"] for p in doc["problems"] if p["entry"] == 3)
+        if configured:  # the configured key checks every signature
+            assert f"no valid signature by key {keyid}" in problem and doc["signed"] == 3
+        else:  # no key anywhere: the first signed entry's key id is pinned, and the change of key is named
+            assert f"signed by key {mallory}" in problem and keyid in problem and doc["pinned_keyid"] == keyid
+    get_settings.cache_clear()
