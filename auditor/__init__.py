@@ -26,6 +26,7 @@ _LAZY = {
     "step_done": "auditor.sdk",
     "resume": "auditor.sdk",
     "stop_step": "auditor.sdk",
+    "save_model": "auditor.sdk",
     "seed_everything": "auditor.seeds",
     "RunRecord": "auditor.lineage.record",
     "ReproError": "auditor.errors",

@@ -9,7 +9,7 @@ one home. The README's "entry-point contract" section documents the same table.
 variable                       meaning                                                       set by
 =============================  ============================================================  =======
 ``REPRO_REBUILD``              ``1``: this process is an audit's rebuild (train, never log)  runner
-``REPRO_OUTPUT_DIR``           folder for ``metrics.json``, ``model.safetensors``, record    runner
+``REPRO_OUTPUT_DIR``           folder for ``metrics.json``, the model file, the record       runner
 ``REPRO_CONFIG``               the resolved config as a JSON file                            runner
 ``REPRO_DATA_<NAME>``          folder of the verified snapshot of data ref NAME              runner
 ``REPRO_SEED``                 the seed to train under (recorded, or a calibration seed)     auditor
@@ -64,6 +64,20 @@ EVALUATION_STATUS_FILE = "status.json"
 EVALUATION_LOG_FILE = "evaluation.log"
 #: segment replay: the end state a replayed segment leaves at REPRO_STOP_STEP
 CHECKPOINT_FILE = "checkpoint.safetensors"
+#: the model artifact of each flavour (``auditor.flavors``): one file, read without executing code;
+#: a rebuild leaves the one its record's artifact names (``WEIGHTS_FILE`` for PyTorch, as before)
+MODEL_FILES = {
+    "torch": WEIGHTS_FILE,
+    "sklearn": "model.skops",
+    "xgboost": "model.xgboost.zip",
+    "lightgbm": "model.lightgbm.txt",
+    "catboost": "model.catboost.zip",
+}
+
+
+def model_file(flavor: str | None) -> str:
+    """The artifact file of ``flavor`` (None: PyTorch weights, as records before flavours say)."""
+    return MODEL_FILES[flavor or "torch"]
 
 
 #: a data ref's name: what survives ``REPRO_DATA_<NAME>``, a ``name=uri`` spec and a tag key unchanged

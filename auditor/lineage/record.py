@@ -139,10 +139,16 @@ class Infrastructure(_Model):
 
 
 class Artifact(_Model):
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"flavor", "canonical_sha256", "set_aside", "knobs"})
+
     name: str
     uri: str
     sha256: str
     size: int | None = None
+    flavor: str | None = Field(default=None, description="model flavour (auditor.flavors); None: PyTorch safetensors weights")
+    canonical_sha256: str | None = Field(default=None, description="sha256:<hex> of the normalised model (what is not the model set aside)")
+    set_aside: list[str] = Field(default_factory=list, description="what the file holds that the normalised model sets aside")
+    knobs: dict[str, Any] = Field(default_factory=dict, description="the library's determinism knobs as resolved at fit time")
 
 
 def _finite_or_text(value: Any) -> Any:
@@ -154,6 +160,13 @@ def _finite_or_text(value: Any) -> Any:
 class Outputs(_Model):
     metrics: dict[str, float | str | None] = Field(default_factory=dict)
     artifacts: list[Artifact] = Field(default_factory=list)
+
+    def model(self) -> Artifact | None:
+        """The run's model artifact: the last one a flavour saved, else PyTorch weights (records before flavours)."""
+        flavoured = [a for a in self.artifacts if a.flavor]
+        if flavoured:
+            return flavoured[-1]
+        return next((a for a in self.artifacts if a.name.endswith(".safetensors") or a.name == "model"), None)
 
     @field_validator("metrics", mode="before")
     @classmethod

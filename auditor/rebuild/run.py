@@ -22,7 +22,7 @@ from auditor.contract import (
     EVALUATION_STATUS_FILE,
     METRICS_FILE,
     RECORD_FILE,
-    WEIGHTS_FILE,
+    model_file,
     rebuild_env,
 )
 from auditor.errors import BadInput, InputUnrecoverable, MalformedRecord, RecipeCrashed
@@ -74,6 +74,10 @@ class RunResult:
     evaluation_s: float | None = None
     evaluation_crash: str | None = None  # the last line of its log, when the evaluation failed
     checkpoint: Path | None = None  # segment replay: the end state left at REPRO_STOP_STEP
+    #: the model's flavour (``auditor.flavors``; None: PyTorch weights) and the sha256 of its normalised form
+    #: (what the file holds that is not the model set aside): same-seed reruns are bit-identical when these agree
+    flavor: str | None = None
+    canonical_sha256: str | None = None
 
 
 def forked_evaluation(output_dir: Path) -> tuple[dict[str, Any] | None, float | None, str | None]:
@@ -142,14 +146,17 @@ def run_recipe(
     if not outcome.ok:
         raise _crashed(spec, outcome)
     metrics = _read_metrics(output_dir, outcome)
-    weights = output_dir / WEIGHTS_FILE
+    artifact = record.outputs.model()
+    flavor = artifact.flavor if artifact is not None else None
+    weights = output_dir / model_file(flavor)
     own_record = _own_record(output_dir)
+    sha = sha256_file(weights) if weights.exists() else None
     evaluation, evaluation_s, evaluation_crash = forked_evaluation(output_dir) if then_train else (None, None, None)
     return RunResult(
         output_dir=output_dir,
         metrics=metrics,
         weights=weights if weights.exists() else None,
-        weights_sha256=sha256_file(weights) if weights.exists() else None,
+        weights_sha256=sha,
         record=own_record,
         wall_s=outcome.wall_s,
         accelerator_s=outcome.accelerator_s,
@@ -159,7 +166,22 @@ def run_recipe(
         evaluation_s=evaluation_s,
         evaluation_crash=evaluation_crash,
         checkpoint=output_dir / CHECKPOINT_FILE if (output_dir / CHECKPOINT_FILE).exists() else None,
+        flavor=flavor,
+        canonical_sha256=sha if flavor in (None, "torch") else _canonical(weights, flavor),
     )
+
+
+def _canonical(path: Path, flavor: str | None) -> str | None:
+    """The normalised model's sha256, read here without executing code (None: no model file, or unreadable)."""
+    if not path.exists():
+        return None
+    from auditor.errors import ReproError
+    from auditor.judge.models import canonical_sha256
+
+    try:
+        return canonical_sha256(path, flavor)
+    except ReproError:
+        return None  # an untrusted or malformed file: the comparison names why
 
 
 def _segment_env(output_dir: Path, resume: Path | None, stop_step: int | None) -> dict[str, str]:

@@ -24,6 +24,7 @@ The modules, each importing only those listed before it (no heavy library at imp
 ``weights``                 the safetensors weights file and the pyfunc spec logged over it
 ``generated``               ``auditor.generated(...)``: data the script makes, recorded as a snapshot
 ``run``                     ``Run``, the handle a block yields, and every piece of state it holds
+``models``                  ``save_model``: any supported model saved without pickle (``auditor.flavors``)
 ``checkpoints``             checkpoint chains and segment replay: ``checkpoint``, ``step_done``, ``resume``
 ``argparse_capture``        ``track(config=parser|args)``: the namespace, recorded values in a rebuild
 ``capture``                 capturing the record as a block begins; input tracing and the seed guard
@@ -37,10 +38,11 @@ from auditor.sdk.checkpoints import checkpoint, checkpoint_every, resume, step_d
 from auditor.sdk.env import rebuild_mode
 from auditor.sdk.forms import finish, start, track, tracked
 from auditor.sdk.generated import GeneratedData, generated
+from auditor.sdk.models import save_model
 from auditor.sdk.register import register_model
 from auditor.sdk.run import Run
 
 __all__ = [
     "GeneratedData", "Run", "checkpoint", "checkpoint_every", "finish", "generated", "rebuild_mode", "register_model",
-    "resume", "start", "step_done", "stop_step", "track", "tracked",
+    "resume", "save_model", "start", "step_done", "stop_step", "track", "tracked",
 ]

@@ -210,6 +210,34 @@ class Run:
         self._weights = target
         return target
 
+    @untraced  # the SDK's own reads are not the script's inputs
+    def save_model(self, model: Any) -> Path:
+        """Save any supported model without pickle and record it as the run's model artifact; returns the file.
+
+        PyTorch (a module or state dict) as ``save_weights``; a scikit-learn estimator or Pipeline with skops
+        (allow-listed types only); XGBoost as UBJSON plus its config; LightGBM as its text model; CatBoost as
+        ``cbm`` plus its JSON dump (``auditor.flavors``). The artifact records the flavour, the sha256 of the
+        normalised model, what normalising set aside, and the library's determinism knobs as resolved at fit
+        time. Any other model is refused (``BadInput``) with the reason and the nearest supported route.
+        """
+        from auditor.contract import MODEL_FILES
+        from auditor.flavors import flavor_of, refuse
+        from auditor.sdk.models import write_model
+
+        flavor = flavor_of(model)
+        if flavor is None:
+            raise refuse(model)
+        if flavor == "torch":
+            return self.save_weights(model)
+        saved = write_model(model, flavor, self._output_dir or self._scratch)
+        uri = saved.path.name if self.rebuild else weights_uri(str(self.run_id))  # the run's model folder
+        artifact = Artifact(name=saved.path.name, uri=uri, sha256=saved.sha256, size=saved.size, flavor=flavor,
+                            canonical_sha256=saved.canonical_sha256, set_aside=saved.set_aside, knobs=saved.knobs)
+        others = [a for a in self.record.outputs.artifacts if a.name not in MODEL_FILES.values()]
+        self.record.outputs.artifacts = [*others, artifact]
+        self._weights = saved.path
+        return saved.path
+
     # -- the SDK's own --------------------------------------------------------------
     def _evaluate_here(self) -> bool:
         """Whether this process evaluates the weights it was given (True) or trains (False); decided once.

@@ -64,15 +64,21 @@ def _refuse_weaker(registry: Any, info: Any, reruns: int, replace: bool) -> None
 
 
 def same_seed_floor(record: Any, runs: list[RunResult]) -> Any:
-    """The same-seed floor from reruns under the recorded seed (their weights compared pairwise)."""
+    """The same-seed floor from reruns under the recorded seed (their models compared pairwise, each by its
+    flavour's normalised comparison: a tree model's reruns are bit-identical when their normal forms are)."""
     from auditor.judge.floors import FloorRun, floor_from_reruns, platform_fingerprint
-    from auditor.judge.weights import diff_safetensors
+    from auditor.judge.models import model_diff
 
-    pairs = [diff_safetensors(a.weights, b.weights) for a, b in itertools.combinations(runs, 2) if a.weights and b.weights]
+    pairs = [model_diff(a.weights, b.weights, a.flavor)[0] for a, b in itertools.combinations(runs, 2) if a.weights and b.weights]
     own = next((r.record for r in runs if r.record is not None), None)
     platform = platform_fingerprint(own.environment if own else None)
     seed = record.seeds.seed if record.seeds else None
-    return floor_from_reruns([FloorRun(seed=seed, weights_sha256=r.weights_sha256, metrics=r.metrics) for r in runs], pairs, platform)
+    return floor_from_reruns([FloorRun(seed=seed, weights_sha256=model_digest(r), metrics=r.metrics) for r in runs], pairs, platform)
+
+
+def model_digest(run: RunResult) -> str | None:
+    """What tells two reruns' models apart: the normalised model's sha256 (PyTorch: the weights file's)."""
+    return run.canonical_sha256 or run.weights_sha256
 
 
 def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any, counts: tuple[int, int],
@@ -127,11 +133,11 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     metrics = {f"rerun-{i + 1}-seed-{seed}": run.metrics for i, (seed, run) in enumerate(zip(seeds, varied, strict=True))}
     names = sorted({n for m in metrics.values() for n in m})
     zero = [n for n in names if len({json.dumps(m.get(n)) for m in metrics.values()}) == 1]
-    hashes = {run.weights_sha256 for run in varied}
+    hashes = {model_digest(run) for run in varied}
     calibration = Calibration(
         calibrated_at=now(),
         same_seed=floor,
-        seed_varied=[FloorRun(seed=s, weights_sha256=r.weights_sha256, metrics=r.metrics) for s, r in zip(seeds, varied, strict=True)],
+        seed_varied=[FloorRun(seed=s, weights_sha256=model_digest(r), metrics=r.metrics) for s, r in zip(seeds, varied, strict=True)],
         zero_spread=zero,
         seed_ignored=len(hashes) == 1 and None not in hashes,
     )
@@ -203,4 +209,5 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
     return newest[0], newest[1], history
 
 
-__all__ = ["Band", "Bands", "calibrate", "calibration_seeds", "log_calibration_run", "same_seed_floor", "stored_calibrations"]
+__all__ = ["Band", "Bands", "calibrate", "calibration_seeds", "log_calibration_run", "model_digest", "same_seed_floor",
+           "stored_calibrations"]

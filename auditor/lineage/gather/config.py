@@ -47,6 +47,17 @@ def _set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _overrides(items: Sequence[str]) -> list[tuple[str, Any]]:
+    """``a.b=v`` command-line overrides as (key, parsed value); anything else is ``BadInput``."""
+    out = []
+    for item in items:
+        if "=" not in item or item.startswith("="):
+            raise BadInput(f"config override {item!r} is not key=value", hint="write e.g. lr=0.01 or model.hidden=64")
+        key, _, raw = item.partition("=")
+        out.append((key.strip().lstrip("-"), parse_scalar(raw)))
+    return out
+
+
 def resolve_config(
     source: Path | str | Mapping[str, Any] | argparse.ArgumentParser | argparse.Namespace | None = None,
     overrides: Sequence[str] = (),
@@ -94,12 +105,8 @@ def resolve_config(
             key = name[len(ENV_CONFIG_PREFIX) :].lower().replace("__", ".")
             _set_path(resolved, key, parse_scalar(env[name]))
             sources[key] = "env"
-    for item in overrides:
-        if "=" not in item or item.startswith("="):
-            raise BadInput(f"config override {item!r} is not key=value", hint="write e.g. lr=0.01 or model.hidden=64")
-        key, _, raw = item.partition("=")
-        key = key.strip().lstrip("-")
-        _set_path(resolved, key, parse_scalar(raw))
+    for key, value in _overrides(overrides):
+        _set_path(resolved, key, value)
         sources[key] = "cli"
     # a key overridden as a whole mapping drops its children's stale sources
     flat = flatten(resolved)

@@ -1,0 +1,242 @@
+"""What every model flavour provides, and the structural diff they share.
+
+A flavour turns its artifact (one file, read without executing code) into a ``Normal``: the model as
+data, with what is not the model set aside (parameters echoed into the file such as a thread count,
+random ids) and said so. Two normals are compared by ``diff_normals``, a ladder:
+
+1. ``meta`` (hyper-parameters, model-level values): a difference is named (another recipe);
+2. trees: the same number, then per tree (in order) the same topology and split features, then the
+   same thresholds: a difference is structural (another model), named by its first tree and node;
+   then leaf values, compared numerically (the same-seed floor judges them);
+3. arrays (coefficients, bin edges, scaler means, ...): same shape, then values, the largest named.
+
+The digest of a normal is its canonical bytes: two models are bit-identical when their normals hash
+alike. Pure: numpy and the standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from auditor.canonical import canonical_json
+from auditor.digests import sha256_digest
+
+#: how many differing items a diff lists (the most different first)
+WORST = 10
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a tree: a split (``feature``, ``threshold``, children) or a leaf (``value``)."""
+
+    feature: Any = None  # a split's feature (index or name); None on a leaf
+    threshold: Any = None  # a split's threshold or category set; None on a leaf
+    children: tuple[int, ...] = ()
+    kind: str = ""  # decision type, default direction, ...: part of the topology
+    value: tuple[float, ...] = ()  # a leaf's value(s)
+
+    @property
+    def leaf(self) -> bool:
+        return self.feature is None
+
+
+@dataclass
+class Normal:
+    """A model as data: what a flavour's canonical form holds."""
+
+    flavor: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    trees: list[list[Node]] = field(default_factory=list)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    set_aside: list[str] = field(default_factory=list)  # what the file holds that is not the model, said once each
+
+    def digest(self) -> str:
+        """``sha256:`` of the canonical bytes: meta, trees and arrays, floats by their exact bits."""
+        h = {"flavor": self.flavor, "meta": _jsonable(self.meta),
+             "trees": [[_node_key(n, values=True) for n in tree] for tree in self.trees],
+             "arrays": {k: _array_key(v) for k, v in sorted(self.arrays.items())}}
+        return sha256_digest(canonical_json(h))
+
+
+@dataclass
+class Entry:
+    """One differing item: a tree node, a leaf, an array or a parameter."""
+
+    name: str
+    note: str
+    max_abs: float | None = None
+    rel_l2: float | None = None
+    structural: bool = False
+
+
+@dataclass
+class StructuralDiff:
+    """Two normals compared: what the judge turns into its weight diff."""
+
+    identical: bool
+    compared: int = 0  # trees + arrays (+1 for the parameters)
+    differing: int = 0
+    max_abs: float | None = None
+    rel_l2: float | None = None
+    only_in_a: list[str] = field(default_factory=list)
+    only_in_b: list[str] = field(default_factory=list)
+    structural: list[str] = field(default_factory=list)  # another model: named, not measured
+    entries: list[Entry] = field(default_factory=list)
+    first: str | None = None  # the first divergence, in model order
+    set_aside: list[str] = field(default_factory=list)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value.hex() if not math.isfinite(value) or value != value else repr(value)
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, np.ndarray):
+        return _array_key(value)
+    return value if value is None or isinstance(value, (str, int, bool)) else repr(value)
+
+
+def _array_key(a: np.ndarray) -> list[Any]:
+    a = np.ascontiguousarray(a)
+    if a.dtype == object:
+        return [str(a.dtype), list(a.shape), [repr(x) for x in a.ravel().tolist()]]
+    return [str(a.dtype), list(a.shape), sha256_digest(a.tobytes())]
+
+
+def _node_key(n: Node, *, values: bool) -> list[Any]:
+    key = [_jsonable(n.feature), _jsonable(n.threshold), list(n.children), n.kind]
+    return key + ([[float(v).hex() for v in n.value]] if values else [])
+
+
+def _describe(n: Node) -> str:
+    if n.leaf:
+        return f"leaf {', '.join(repr(v) for v in n.value)}"
+    return f"split on feature {n.feature} at {n.threshold!r}" + (f" ({n.kind})" if n.kind else "")
+
+
+def _tree_nodes(i: int, ta: Sequence[Node], tb: Sequence[Node]) -> tuple[list[Entry], np.ndarray, np.ndarray]:
+    """One tree pair: the first structural difference (topology, split feature, threshold), else its leaves."""
+    if len(ta) != len(tb):
+        return [Entry(f"tree {i}", f"{len(ta)} vs {len(tb)} nodes", structural=True)], np.empty(0), np.empty(0)
+    for j, (na, nb) in enumerate(zip(ta, tb, strict=True)):
+        if na.leaf != nb.leaf or na.children != nb.children or na.kind != nb.kind or (
+                not na.leaf and _jsonable(na.feature) != _jsonable(nb.feature)):
+            return [Entry(f"tree {i} node {j}", f"split or topology differs: {_describe(na)} vs {_describe(nb)}",
+                          structural=True)], np.empty(0), np.empty(0)
+        if not na.leaf and _jsonable(na.threshold) != _jsonable(nb.threshold):
+            return [Entry(f"tree {i} node {j}", f"threshold differs on feature {na.feature}: {na.threshold!r} vs {nb.threshold!r}",
+                          structural=True)], np.empty(0), np.empty(0)
+    leaves_a = [(j, n.value) for j, n in enumerate(ta) if n.leaf]
+    leaves_b = [n.value for n in tb if n.leaf]
+    entries = []
+    for (j, va), vb in zip(leaves_a, leaves_b, strict=True):
+        if len(va) != len(vb):
+            return [Entry(f"tree {i} node {j}", f"leaf of {len(va)} vs {len(vb)} values", structural=True)], np.empty(0), np.empty(0)
+        if any(float(x).hex() != float(y).hex() for x, y in zip(va, vb, strict=True)):
+            gap = max(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
+            entries.append(Entry(f"tree {i} node {j}", f"leaf value {_fmt(va)} vs {_fmt(vb)}", max_abs=gap))
+    flat_a = np.array([v for _, vals in leaves_a for v in vals], dtype=np.float64)
+    flat_b = np.array([v for vals in leaves_b for v in vals], dtype=np.float64)
+    return entries, flat_a, flat_b
+
+
+def _fmt(values: Sequence[float]) -> str:
+    return repr(float(values[0])) if len(values) == 1 else repr([float(v) for v in values])
+
+
+def _meta_entries(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Entry]:
+    keys = sorted(set(a) | set(b))
+    missing = object()
+    out = []
+    for key in keys:
+        va, vb = a.get(key, missing), b.get(key, missing)
+        if va is missing or vb is missing or _jsonable(va) != _jsonable(vb):
+            shown = ["(absent)" if v is missing else repr(v)[:120] for v in (va, vb)]
+            out.append(Entry(f"parameter {key}", f"{shown[0]} vs {shown[1]}", structural=True))
+    return out
+
+
+def _array_entry(name: str, a: np.ndarray, b: np.ndarray) -> tuple[Entry | None, np.ndarray, np.ndarray]:
+    if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+        return Entry(name, f"shape or dtype differs: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}", structural=True), np.empty(0), np.empty(0)
+    if _array_key(a) == _array_key(b):
+        return None, _numeric(a), _numeric(a)
+    if a.dtype.kind not in "fiub":
+        return Entry(name, "values differ (not numeric: compared by value)", structural=True), np.empty(0), np.empty(0)
+    fa, fb = _numeric(a), _numeric(b)
+    with np.errstate(all="ignore"):
+        d = np.abs(fa - fb)
+        k = int(np.nanargmax(d)) if d.size and not np.all(np.isnan(d)) else 0
+        norm = float(np.linalg.norm(fa))
+        rel = float(np.linalg.norm(fa - fb)) / norm if norm > 0 else None
+    where = np.unravel_index(k, a.shape) if a.shape else ()
+    note = f"largest difference at {list(map(int, where))}: {float(fa[k])!r} vs {float(fb[k])!r}"
+    return Entry(name, note, max_abs=float(d[k]) if d.size else None, rel_l2=rel), fa, fb
+
+
+def _numeric(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind not in "fiub":
+        return np.empty(0)
+    return np.asarray(a, dtype=np.float64).ravel()
+
+
+def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
+    """Compare the registered model ``a`` with the rebuild ``b`` (see the module's ladder)."""
+    out = StructuralDiff(identical=a.digest() == b.digest(), set_aside=sorted(set(a.set_aside) | set(b.set_aside)))
+    meta = _meta_entries(a.meta, b.meta)
+    out.compared = 1 + max(len(a.trees), len(b.trees)) + len(set(a.arrays) | set(b.arrays))
+    out.only_in_a = [f"tree {i}" for i in range(len(b.trees), len(a.trees))][:WORST]
+    out.only_in_b = [f"tree {i}" for i in range(len(a.trees), len(b.trees))][:WORST]
+    if len(a.trees) != len(b.trees):
+        out.structural.append(f"{len(a.trees)} vs {len(b.trees)} trees")
+    entries, va, vb = [], [], []
+    for i, (ta, tb) in enumerate(zip(a.trees, b.trees, strict=False)):
+        found, fa, fb = _tree_nodes(i, ta, tb)
+        entries += found
+        va.append(fa)
+        vb.append(fb)
+    for name in sorted(set(a.arrays) | set(b.arrays)):
+        if name not in b.arrays or name not in a.arrays:
+            (out.only_in_a if name in a.arrays else out.only_in_b).append(name)
+            continue
+        entry, fa, fb = _array_entry(name, a.arrays[name], b.arrays[name])
+        entries += [entry] if entry else []
+        va.append(fa)
+        vb.append(fb)
+    _totals(out, entries + meta, va, vb)  # parameters last: the first divergence named is in the model
+    return out
+
+
+def _totals(out: StructuralDiff, entries: list[Entry], va: list[np.ndarray], vb: list[np.ndarray]) -> None:
+    """Fill the counts, the first divergence, the worst entries and the distance over every numeric value."""
+    out.structural += [f"{e.name}: {e.note}" for e in entries if e.structural]
+    out.first = next((f"{e.name}: {e.note}" for e in entries), None) or (
+        out.structural[0] if out.structural else (f"only in one model: {(out.only_in_a + out.only_in_b)[0]}"
+                                                  if out.only_in_a or out.only_in_b else None))
+    items = {e.name.split(" node ")[0] for e in entries}
+    out.differing = len(items) + len(out.only_in_a) + len(out.only_in_b)
+    if out.identical:
+        out.structural, out.first, out.differing = [], None, 0
+        out.max_abs, out.rel_l2 = 0.0, 0.0
+        return
+    numeric = [e for e in entries if not e.structural]
+    ranked = [e for e in entries if e.structural][:WORST] + sorted(numeric, key=lambda e: e.max_abs or 0.0, reverse=True)[:WORST]
+    out.entries = entries[:1] + [e for e in ranked if e is not entries[0]] if entries else []  # the first divergence first
+    fa = np.concatenate(va) if va else np.empty(0)
+    fb = np.concatenate(vb) if vb else np.empty(0)
+    if fa.size and fa.shape == fb.shape:
+        with np.errstate(all="ignore"):
+            out.max_abs = float(np.max(np.abs(fa - fb)))
+            norm = float(np.linalg.norm(fa))
+            out.rel_l2 = float(np.linalg.norm(fa - fb)) / norm if norm > 0 else None
+    elif not out.structural and not (out.only_in_a or out.only_in_b):
+        out.max_abs = max((e.max_abs or 0.0 for e in numeric), default=None)

@@ -1,0 +1,103 @@
+"""CatBoost: the model as ``cbm`` (CatBoost's binary format) plus its JSON dump, in one bundle.
+
+The normal form is read from the JSON dump as data (no library needed to compare): oblivious trees
+(splits, then leaf values), feature borders, scale and bias, and the training params. Set aside:
+``model_info.model_guid`` (random on every run: FACTS.md), the thread count, ``train_finish_time``,
+the output options (paths and log names) and the library's build info.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.flavors.base import Node, Normal
+from auditor.flavors.bundle import read_bundle, write_bundle
+
+NAME = "catboost"
+MEMBERS = ("model.cbm", "model.json")
+SET_ASIDE_INFO = ("model_guid", "train_finish_time", "output_options", "catboost_version_info")
+KNOBS = ("task_type", "thread_count", "random_seed", "random_strength", "bootstrap_type", "subsample", "rsm",
+         "boosting_type", "devices")
+
+
+def save(model: Any, target: str | os.PathLike) -> None:
+    with tempfile.TemporaryDirectory(prefix="repro-catboost-") as tmp:
+        model.save_model(str(Path(tmp) / "model.cbm"), format="cbm")
+        model.save_model(str(Path(tmp) / "model.json"), format="json")
+        write_bundle({name: (Path(tmp) / name).read_bytes() for name in MEMBERS}, target)
+
+
+def load(path: str | os.PathLike) -> Any:
+    """The model from its ``cbm`` member (CatBoost's flatbuffers format: no pickle)."""
+    from catboost import CatBoost
+
+    members = read_bundle(path, MEMBERS)
+    model = CatBoost()
+    model.load_model(blob=members["model.cbm"])
+    return model
+
+
+def _tree(t: dict[str, Any]) -> list[Node]:
+    """An oblivious tree: its splits as a chain of nodes (one per level), then its leaves."""
+    splits = t.get("splits", [])
+    nodes = []
+    for i, s in enumerate(splits):
+        feature = s.get("float_feature_index", s.get("cat_feature_index", s.get("ctr_target_border_idx")))
+        threshold = s.get("border", s.get("value"))
+        nodes.append(Node(feature=feature, threshold=threshold, children=(i + 1,), kind=str(s.get("split_type"))))
+    return nodes + [Node(value=(float(v),)) for v in t.get("leaf_values", [])]
+
+
+def normal_json(dump: dict[str, Any]) -> Normal:
+    info = dict(dump.get("model_info", {}))
+    params = info.get("params")
+    if isinstance(params, str):
+        params = json.loads(params)
+    system = dict((params or {}).get("system_options", {}))
+    thread_count = system.pop("thread_count", None)
+    flat_params = dict((params or {}).get("flat_params", {}))
+    thread_count = flat_params.pop("thread_count", thread_count)
+    meta = {f"model_info.{k}": v for k, v in info.items() if k not in SET_ASIDE_INFO and k != "params"}
+    meta.update(_flatten({**(params or {}), "system_options": system, "flat_params": flat_params}, "params"))
+    meta.update({k: v for k, v in dump.items() if k not in ("model_info", "oblivious_trees", "scale_and_bias", "features_info")})
+    meta["features_info"] = dump.get("features_info")
+    trees = dump.get("oblivious_trees") or dump.get("trees") or []
+    weights = [np.asarray(t.get("leaf_weights", []), dtype=np.float64) for t in trees]
+    arrays = {"scale_and_bias": np.asarray(_flat(dump.get("scale_and_bias", [])), dtype=np.float64),
+              "leaf_weights": np.concatenate(weights) if weights else np.empty(0)}
+    set_aside = [f"model_info.{k}" + (" (random on every run)" if k == "model_guid" else "") for k in SET_ASIDE_INFO if k in info]
+    if thread_count is not None:
+        set_aside.append(f"thread_count {thread_count} (a thread count echoed into the params, not the model)")
+    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside)
+
+
+def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _flatten(item, f"{prefix}.{key}").items()}
+    return {prefix: value}
+
+
+def _flat(value: Any) -> list[float]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flat(v)]
+    return [float(value)]
+
+
+def normal(path: str | os.PathLike) -> Normal:
+    return normal_json(json.loads(read_bundle(path, MEMBERS)["model.json"]))
+
+
+def knobs(model: Any) -> dict[str, Any]:
+    params = {**(model.get_all_params() if hasattr(model, "get_all_params") else {}),
+              **{k: v for k, v in model.get_params().items() if v is not None}}
+    return {k: (v if isinstance(v, (str, int, float, bool)) or v is None else str(v)) for k, v in params.items() if k in KNOBS}
+
+
+def predict(model: Any, x: Any) -> np.ndarray:
+    return np.asarray(model.predict(np.asarray(x), prediction_type="RawFormulaVal"))

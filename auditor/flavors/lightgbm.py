@@ -1,0 +1,121 @@
+"""LightGBM: the text model (``save_model``/``model_to_string``), thresholds and leaf values in full precision.
+
+The normal form is parsed from the text itself (no library needed to compare): the header, each
+``Tree=`` block and the ``parameters:`` section. Set aside: ``[num_threads: N]`` (an echoed run
+setting: FACTS.md measured identical trees at 1 and 2 threads on lightgbm 4.7, with bagging too),
+the per-tree ``tree_sizes`` (byte counts of the text), and split gains and internal values, which the
+text prints with 6 digits only (they are training statistics, not used to predict).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.errors import MalformedRecord
+from auditor.flavors.base import Node, Normal
+
+NAME = "lightgbm"
+SET_ASIDE_PARAMS = ("num_threads",)
+KNOBS = ("num_threads", "deterministic", "force_row_wise", "force_col_wise", "bagging_fraction", "bagging_freq",
+         "bagging_seed", "feature_fraction", "feature_fraction_seed", "device_type", "gpu_use_dp", "seed", "data_random_seed",
+         "extra_trees", "extra_seed", "boosting", "objective")
+_TREE_META = ("num_cat", "cat_boundaries", "cat_threshold", "is_linear", "shrinkage")
+#: printed with 6 digits or derived from the others: not compared
+_TREE_SKIPPED = ("split_gain", "internal_value", "internal_weight", "internal_count", "leaf_weight", "leaf_count", "num_leaves")
+
+
+def booster(model: Any) -> Any:
+    return model.booster_ if hasattr(model, "booster_") else model
+
+
+def save(model: Any, target: str | os.PathLike) -> None:
+    text = booster(model).model_to_string(num_iteration=-1)
+    partial = Path(str(target) + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(target)
+
+
+def load(path: str | os.PathLike) -> Any:
+    import lightgbm
+
+    return lightgbm.Booster(model_str=Path(path).read_text(encoding="utf-8"))
+
+
+def _blocks(text: str) -> tuple[dict[str, str], list[dict[str, str]], dict[str, str], list[str]]:
+    """(header, trees, parameters, the rest) of a text model."""
+    head, _, rest = text.partition("\nTree=")
+    if not _:
+        head, rest = text, ""
+    trees_text, _, tail = ("Tree=" + rest).partition("end of trees") if rest else ("", "", text)
+    header = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
+    trees = []
+    for block in trees_text.split("Tree=")[1:]:
+        trees.append(dict(line.split("=", 1) for line in block.splitlines()[1:] if "=" in line))
+    params_text = tail.partition("parameters:")[2].partition("end of parameters")[0]
+    params = {}
+    for line in params_text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and ": " in line:
+            key, value = line[1:-1].split(": ", 1)
+            params[key] = value
+    other = [line for line in tail.partition("end of parameters")[2].splitlines() if line.strip()]
+    return header, trees, params, other
+
+
+def _tree(t: dict[str, str]) -> list[Node]:
+    leaves = [float(v) for v in t.get("leaf_value", "").split()]
+    if "split_feature" not in t:
+        return [Node(value=(leaves[0],))] if leaves else []
+    feats, thresholds = t["split_feature"].split(), t["threshold"].split()
+    kinds, lefts, rights = t["decision_type"].split(), t["left_child"].split(), t["right_child"].split()
+    n = len(feats)
+
+    def child(c: str) -> int:
+        return int(c) if int(c) >= 0 else n + (-int(c) - 1)
+
+    extra = " ".join(f"{k}={t[k]}" for k in _TREE_META if k in t)
+    nodes = [Node(feature=int(feats[i]), threshold=thresholds[i] if int(kinds[i]) & 1 else float(thresholds[i]),
+                  children=(child(lefts[i]), child(rights[i])), kind=f"decision_type={kinds[i]}" + (f" {extra}" if i == 0 else ""))
+             for i in range(n)]
+    return nodes + [Node(value=(v,)) for v in leaves]
+
+
+def normal_text(text: str) -> Normal:
+    """The normal form of a text model."""
+    if not text.startswith("tree"):
+        raise MalformedRecord("not a LightGBM text model (it does not begin with 'tree')")
+    header, trees, params, other = _blocks(text)
+    meta = {f"header.{k}": v for k, v in header.items() if k != "tree_sizes"}
+    meta.update({f"param.{k}": v for k, v in params.items() if k not in SET_ASIDE_PARAMS})
+    meta["trailer"] = "\n".join(other)
+    set_aside = [f"[{k}: {params[k]}] (a thread count echoed into the parameters, not the model)" for k in SET_ASIDE_PARAMS if k in params]
+    set_aside += ["tree_sizes (byte counts of the text)",
+                  "split_gain, internal_value/weight/count, leaf_weight/count (training statistics; gains print 6 digits)"]
+    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays={}, set_aside=set_aside)
+
+
+def normal(path: str | os.PathLike) -> Normal:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise MalformedRecord(f"{path} is not a LightGBM text model (not UTF-8 text)") from None
+    return normal_text(text)
+
+
+def knobs(model: Any) -> dict[str, Any]:
+    """The determinism knobs as resolved at fit time (the booster's parameters as LightGBM resolved them)."""
+    _, _, params, _ = _blocks(booster(model).model_to_string(num_iteration=-1))
+    out: dict[str, Any] = {k: params[k] for k in KNOBS if k in params}
+    given = model.get_params() if hasattr(model, "get_params") else dict(getattr(booster(model), "params", {}) or {})
+    for k in ("device", "device_type", "deterministic", "n_jobs", "random_state", "subsample", "subsample_freq"):
+        if k in given:
+            out[f"param.{k}"] = given[k] if isinstance(given[k], (str, int, float, bool)) or given[k] is None else str(given[k])
+    return out
+
+
+def predict(model: Any, x: Any) -> np.ndarray:
+    return np.asarray(booster(model).predict(np.asarray(x), raw_score=True))

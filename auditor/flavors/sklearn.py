@@ -1,0 +1,213 @@
+"""scikit-learn: estimators and pipelines saved with skops, loaded only through an explicit allow-list.
+
+skops's file is a zip of ``schema.json`` (every object's type, as data) and ``.npy`` arrays. Before
+anything is loaded, every type the schema names is read from it as JSON and held against ``ALLOWED``;
+one outside it refuses the file, naming it (``UntrustedModel``). Only then does skops load it, trusting
+exactly those types. The normal form walks the fitted estimator: per step its parameters (``n_jobs``
+and ``verbose`` set aside: they echo how it ran) and its fitted attributes (bin edges, scaler means,
+coefficients, intercepts, ...); a fitted tree (``sklearn.tree._tree.Tree``) becomes a tree of the ladder.
+skops's object ids (array file names in the zip) are not the model: the normal form never sees them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from auditor.errors import InputUnrecoverable, MalformedRecord
+from auditor.flavors.base import Node, Normal
+
+NAME = "sklearn"
+
+#: sklearn sub-packages and the classes of each that may be loaded (the public sub-package names; the
+#: module a class lives in under it, private or not, does not matter)
+_SKLEARN = {
+    "pipeline": ("Pipeline", "FeatureUnion"),
+    "compose": ("ColumnTransformer", "TransformedTargetRegressor"),
+    "preprocessing": ("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "KBinsDiscretizer", "OneHotEncoder",
+                      "OrdinalEncoder", "Binarizer", "FunctionTransformer", "PolynomialFeatures", "SplineTransformer", "LabelEncoder"),
+    "impute": ("SimpleImputer",),
+    "linear_model": ("LogisticRegression", "LinearRegression", "Ridge", "Lasso", "ElasticNet", "SGDClassifier", "SGDRegressor"),
+    "tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "Tree"),
+    "ensemble": ("RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
+                 "GradientBoostingClassifier", "GradientBoostingRegressor"),
+    "dummy": ("DummyClassifier", "DummyRegressor"),
+    "_loss": ("HalfBinomialLoss", "HalfSquaredError", "HalfMultinomialLoss"),
+}
+#: everything else that may appear in a file (containers, numpy arrays and scalars)
+_OTHER = frozenset({
+    "builtins.dict", "builtins.list", "builtins.tuple", "builtins.str", "builtins.int", "builtins.float", "builtins.bool",
+    "builtins.NoneType", "builtins.slice", "builtins.set", "builtins.type", "numpy.ndarray", "numpy.dtype", "numpy.float64",
+    "numpy.float32", "numpy.int64", "numpy.int32", "numpy.uint8", "numpy.bool_", "numpy.object_", "numpy.str_",
+})
+ALLOWED = frozenset(_OTHER | {f"sklearn.{sub}.{name}" for sub, names in _SKLEARN.items() for name in names})
+#: parameters that say how a model ran, not what it is
+SET_ASIDE_PARAMS = ("n_jobs", "verbose", "memory", "copy", "copy_X")
+
+
+class UntrustedModel(InputUnrecoverable):
+    """A skops file that names a type outside the allow-list: refused before anything is loaded (in an audit,
+    the registered artifact cannot be recovered safely: NOT_REPRODUCIBLE)."""
+
+
+def public_name(module: str, cls: str) -> str:
+    """``sklearn.linear_model._logistic`` + ``LogisticRegression`` -> ``sklearn.linear_model.LogisticRegression``."""
+    parts = module.split(".")
+    if parts[0] == "sklearn" and len(parts) > 1:
+        return f"sklearn.{parts[1]}.{cls}"
+    return f"{module}.{cls}"
+
+
+def _types(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if "__class__" in node and "__module__" in node:
+            yield public_name(str(node["__module__"]), str(node["__class__"]))
+        if "module_path" in node and "function" in node:
+            yield f"{node['module_path']}.{node['function']}"
+        for value in node.values():
+            yield from _types(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _types(value)
+
+
+def file_types(path: str | os.PathLike) -> set[str]:
+    """Every type ``path``'s schema names, read as JSON (nothing loaded)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            schema = json.loads(z.read("schema.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise MalformedRecord(f"{path} is not a skops file: {exc}") from None
+    return set(_types(schema))
+
+
+def check_trusted(path: str | os.PathLike) -> None:
+    """``UntrustedModel`` naming every type of ``path`` outside ``ALLOWED``."""
+    untrusted = sorted(file_types(path) - ALLOWED)
+    if untrusted:
+        raise UntrustedModel(f"{path} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
+                             hint="save the model with scikit-learn types only (auditor.flavors.sklearn.ALLOWED), or audit it in a sandbox")
+
+
+def save(model: Any, target: str | os.PathLike) -> None:
+    """Dump with skops, then refuse the file (and remove it) when it names a type the loader would refuse."""
+    import skops.io
+
+    partial = Path(str(target) + ".partial")
+    skops.io.dump(model, str(partial))
+    try:
+        check_trusted(partial)
+    except UntrustedModel as exc:
+        from auditor.flavors import refuse
+
+        partial.unlink(missing_ok=True)
+        raise refuse(model, f"skops would save type(s) the auditor refuses to load: {exc}") from None
+    partial.replace(target)
+
+
+def load(path: str | os.PathLike) -> Any:
+    """The estimator, loaded by skops trusting only allow-listed types (checked first, from the schema)."""
+    import skops.io
+
+    check_trusted(path)
+    untrusted = skops.io.get_untrusted_types(file=str(path))
+    outside = sorted(t for t in untrusted if public_name(*t.rsplit(".", 1)) not in ALLOWED)
+    if outside:
+        raise UntrustedModel(f"{path}: skops lists type(s) outside the allow-list of trusted types: {', '.join(outside)}; it is not loaded")
+    return skops.io.load(str(path), trusted=list(untrusted))
+
+
+def _tree(t: Any) -> list[Node]:
+    state = t.__getstate__()
+    nodes, values = state["nodes"], np.asarray(state["values"], dtype=np.float64)
+    out = []
+    for i, n in enumerate(nodes):
+        if int(n["left_child"]) < 0:
+            out.append(Node(value=tuple(float(v) for v in values[i].ravel())))
+        else:
+            out.append(Node(feature=int(n["feature"]), threshold=float(n["threshold"]),
+                            children=(int(n["left_child"]), int(n["right_child"])), kind=f"missing_left={int(n['missing_go_to_left'])}"))
+    return out
+
+
+def _walk(est: Any, prefix: str, normal: Normal) -> None:
+    """Parameters and fitted attributes of ``est`` (and of the estimators it holds), named by their path."""
+    if type(est).__name__ == "Tree" and hasattr(est, "__getstate__"):
+        normal.trees.append(_tree(est))
+        normal.meta[f"{prefix}.tree_index"] = len(normal.trees) - 1
+        return
+    if hasattr(est, "get_params"):
+        for key, value in est.get_params(deep=False).items():
+            if key in SET_ASIDE_PARAMS:
+                normal.set_aside.append(f"{prefix or 'model'}.{key}={value!r} (echoes how it ran)")
+            elif not hasattr(value, "get_params") and not isinstance(value, list):
+                normal.meta[f"{prefix}.{key}".lstrip(".")] = value
+    children = _children(est)
+    for name, child in children:
+        _walk(child, f"{prefix}.{name}".lstrip("."), normal)
+    for key, value in sorted(vars(est).items()) if hasattr(est, "__dict__") else ():
+        if not key.endswith("_") or key.startswith("_") or any(key == c for c, _ in children):
+            continue
+        path = f"{prefix}.{key}".lstrip(".")
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            normal.arrays[path] = value
+        elif isinstance(value, (int, float, np.generic)) and not isinstance(value, bool):
+            normal.arrays[path] = np.asarray(value)
+        elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
+            for i, v in enumerate(value):
+                normal.arrays[f"{path}[{i}]"] = v
+        elif hasattr(value, "get_params") or type(value).__name__ == "Tree":
+            _walk(value, path, normal)
+        elif isinstance(value, (list, tuple)) and value and all(hasattr(v, "get_params") for v in value):
+            for i, v in enumerate(value):
+                _walk(v, f"{path}[{i}]", normal)
+        else:
+            normal.meta[path] = repr(value)[:500]
+
+
+def _children(est: Any) -> list[tuple[str, Any]]:
+    """The fitted sub-estimators a composite holds by name (a Pipeline's steps, a ColumnTransformer's transformers)."""
+    if type(est).__name__ == "Pipeline":
+        return [(f"step {name}", step) for name, step in est.steps if hasattr(step, "get_params")]
+    if hasattr(est, "transformers_"):
+        return [(f"transformer {name}", t) for name, t, _ in est.transformers_ if hasattr(t, "get_params")]
+    if hasattr(est, "tree_"):
+        return [("tree_", est.tree_)]
+    return []
+
+
+def normal_of(model: Any) -> Normal:
+    normal = Normal(flavor=NAME, meta={"class": f"{type(model).__module__}.{type(model).__qualname__}"})
+    _walk(model, "", normal)
+    normal.meta = {k: v for k, v in normal.meta.items()}
+    normal.set_aside.append("skops object ids (array file names and ids in schema.json)")
+    return normal
+
+
+def normal(path: str | os.PathLike) -> Normal:
+    return normal_of(load(path))
+
+
+def knobs(model: Any) -> dict[str, Any]:
+    """Every ``random_state`` and thread count in ``get_params(deep=True)``, by parameter path."""
+    params = model.get_params(deep=True) if hasattr(model, "get_params") else {}
+    out = {}
+    for key, value in sorted(params.items()):
+        if key.split("__")[-1] in ("random_state", "n_jobs", "early_stopping", "solver", "subsample", "bootstrap", "max_features"):
+            out[key] = value if isinstance(value, (str, int, float, bool)) or value is None else f"<{type(value).__name__}>"
+    return out
+
+
+def predict(model: Any, x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    if hasattr(model, "decision_function"):
+        return np.asarray(model.decision_function(x))
+    if hasattr(model, "predict_proba"):
+        return np.asarray(model.predict_proba(x))[:, -1]
+    return np.asarray(model.predict(x))

@@ -1,0 +1,69 @@
+"""Saving any supported model without pickle: the flavour's file, its hashes and its determinism knobs.
+
+``Run.save_model`` calls ``write_model``; ``save_model`` is the form without a handle (the run of the
+innermost ``track``/``start``). This module knows nothing of ``Run``'s internals: it writes the file and
+says what to record. PyTorch modules and state dicts go through ``Run.save_weights`` as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.contract import model_file
+from auditor.digests import bare, sha256_file
+from auditor.lineage.redact import redacted_logger
+
+if TYPE_CHECKING:
+    from auditor.sdk.run import Run
+
+log = redacted_logger(__name__)
+
+
+@dataclass
+class SavedModel:
+    """What a saved model's artifact records."""
+
+    flavor: str
+    path: Path
+    sha256: str  # bare hex, as the record's artifacts hold it
+    size: int
+    canonical_sha256: str
+    set_aside: list[str] = field(default_factory=list)
+    knobs: dict[str, Any] = field(default_factory=dict)
+
+
+def write_model(model: Any, flavor: str, folder: Path) -> SavedModel:
+    """Save ``model`` (of ``flavor``, not torch) into ``folder`` in its flavour's pickle-free format.
+
+    The knobs are read from the fitted model; the normal form is read back from the file just written,
+    so what is recorded is what an audit will read.
+    """
+    from auditor.flavors import module, refuse
+
+    flavour = module(flavor)
+    target = folder / model_file(flavor)
+    try:
+        flavour.save(model, target)
+    except (AttributeError, TypeError, ValueError) as exc:  # not fitted, or not a model this flavour saves
+        raise refuse(model, f"the {flavor} flavour could not save it: {exc}") from None
+    knobs = flavour.knobs(model)
+    normal = flavour.normal(target)
+    for finding in _rule_findings(flavor, knobs):
+        log.warning("repro: %s", finding)
+    return SavedModel(flavor=flavor, path=target, sha256=bare(sha256_file(target)), size=target.stat().st_size,
+                      canonical_sha256=normal.digest(), set_aside=sorted(set(normal.set_aside)), knobs=knobs)
+
+
+def _rule_findings(flavor: str, knobs: dict[str, Any]) -> list[Any]:
+    from auditor.flavors.rules import findings
+
+    return findings(flavor, knobs)
+
+
+def save_model(model: Any, *, run: Run | None = None) -> Path:
+    """``auditor.save_model(model)``: ``run.save_model(model)`` on the run of the innermost tracked block."""
+    from auditor.sdk.checkpoints import _current
+
+    return _current(run).save_model(model)

@@ -1,0 +1,180 @@
+"""Issue 28: the flavours save without pickle, normalise, diff structurally, refuse what they cannot trust,
+and the knob rules fire where the library diverges and nowhere else. Real libraries, tiny models."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+from auditor.flavors import flavor_of, module
+
+os.environ.setdefault("LOKY_MAX_CPU_COUNT", "1")  # joblib would otherwise start a subprocess to count cores
+from auditor.flavors.base import diff_normals
+from auditor.flavors.rules import RULES, findings
+from auditor.judge.models import model_diff
+
+X = np.random.default_rng(0).normal(size=(400, 6))
+Y = (X[:, 0] - X[:, 1] + 0.3 * np.random.default_rng(1).normal(size=400) > 0).astype(int)
+
+
+def _fit(kind: str, **kw):
+    if kind == "xgboost":
+        xgboost = pytest.importorskip("xgboost")
+        return xgboost.XGBClassifier(n_estimators=4, max_depth=3, random_state=0, subsample=0.8, **kw).fit(X, Y)
+    if kind == "lightgbm":
+        lightgbm = pytest.importorskip("lightgbm")
+        return lightgbm.LGBMClassifier(n_estimators=4, num_leaves=7, random_state=0, subsample=0.8, subsample_freq=1,
+                                       verbose=-1, **kw).fit(X, Y)
+    if kind == "catboost":
+        catboost = pytest.importorskip("catboost")
+        return catboost.CatBoostClassifier(iterations=4, depth=3, random_seed=0, verbose=False, allow_writing_files=False, **kw).fit(X, Y)
+    pytest.importorskip("skops")
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import KBinsDiscretizer
+
+    return make_pipeline(KBinsDiscretizer(n_bins=4, encode="onehot-dense", random_state=0),
+                         LogisticRegression(random_state=0, **kw)).fit(X, Y)
+
+
+THREADS = {"xgboost": "n_jobs", "lightgbm": "n_jobs", "catboost": "thread_count", "sklearn": None}
+CHANGED = {"xgboost": {"learning_rate": 0.5}, "lightgbm": {"learning_rate": 0.5}, "catboost": {"learning_rate": 0.05},
+           "sklearn": {"C": 0.01}}
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "lightgbm", "catboost", "sklearn"])
+def test_another_thread_count_is_the_same_normalised_model_and_one_hyperparameter_is_named(kind, tmp_path):
+    knob = THREADS[kind]
+    one, two = (_fit(kind, **({knob: n} if knob else {})) for n in (1, 2))
+    changed = _fit(kind, **CHANGED[kind])
+    assert flavor_of(one) == kind
+    flavour = module(kind)
+    paths = [tmp_path / f"m{i}" for i in range(3)]
+    for model, path in zip((one, two, changed), paths, strict=True):
+        flavour.save(model, path)
+        with open(path, "rb") as f:
+            assert f.read(2) != b"\x80\x04"  # never a pickle
+    same = diff_normals(flavour.normal(paths[0]), flavour.normal(paths[1]))
+    assert same.identical and same.first is None
+    assert same.set_aside  # and says what it set aside
+    diff, evidence = model_diff(paths[0], paths[2], kind)
+    assert not diff.identical and diff.worst
+    first = evidence["model.first_divergence"]
+    assert first.startswith("tree " if kind != "sklearn" else "step logisticregression.coef_"), first
+    assert diff.worst[0].name in first
+    flavour.load(paths[0])  # loads safely
+
+
+def test_a_changed_leaf_is_measured_and_a_changed_threshold_is_another_model():
+    from auditor.flavors.base import Node, Normal
+
+    tree = [Node(feature=0, threshold=0.5, children=(1, 2)), Node(value=(0.1,)), Node(value=(-0.2,))]
+    a = Normal("x", trees=[tree, tree])
+    leaf = Normal("x", trees=[tree, [tree[0], Node(value=(0.1,)), Node(value=(-0.25,))]])
+    split = Normal("x", trees=[[Node(feature=0, threshold=0.6, children=(1, 2)), *tree[1:]], tree])
+    d = diff_normals(a, leaf)
+    assert not d.identical and not d.structural and d.first.startswith("tree 1 node 2: leaf value -0.2 vs -0.25")
+    assert d.max_abs == pytest.approx(0.05)
+    d = diff_normals(a, split)
+    assert d.structural and d.first.startswith("tree 0 node 0: threshold differs on feature 0: 0.5 vs 0.6")
+    d = diff_normals(a, Normal("x", trees=[tree]))
+    assert d.only_in_a == ["tree 1"] and "2 vs 1 trees" in d.structural
+
+
+class Payload:
+    """Creates a file when it is restored: the proof that a loader executed it."""
+
+    target = ""
+
+    def __setstate__(self, state):
+        open(state["target"], "w").close()
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+def test_a_skops_file_naming_an_untrusted_type_is_refused_naming_it_and_never_executed(tmp_path, monkeypatch):
+    skops_io = pytest.importorskip("skops.io")
+    from auditor.flavors.sklearn import UntrustedModel, load
+
+    proof = tmp_path / "executed"
+    payload = Payload()
+    payload.__dict__["target"] = str(proof)
+    monkeypatch.setattr(sys.modules[__name__], "Payload", Payload)
+    path = tmp_path / "model.skops"
+    skops_io.dump({"model": payload}, str(path))
+    with pytest.raises(UntrustedModel, match="Payload"):
+        load(path)
+    assert not proof.exists()
+    with pytest.raises(UntrustedModel, match="Payload"):
+        model_diff(path, path, "sklearn")
+    assert not proof.exists()
+
+
+def test_a_pickle_posing_as_a_model_artifact_is_refused_and_never_unpickled(tmp_path):
+    from auditor.errors import ReproError
+
+    proof = tmp_path / "executed"
+    payload = Payload()
+    payload.target = str(proof)
+    for flavor, name in (("sklearn", "model.skops"), ("xgboost", "model.xgboost.zip"), ("catboost", "model.catboost.zip"),
+                         ("lightgbm", "model.lightgbm.txt")):
+        path = tmp_path / name
+        path.write_bytes(pickle.dumps(payload))
+        with pytest.raises(ReproError):
+            model_diff(path, path, flavor)
+        assert not proof.exists()
+    # a zip holding a pickle beside the expected members is refused too
+    bundle = tmp_path / "extra.zip"
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("model.ubj", b"{}")
+        z.writestr("config.json", b"{}")
+        z.writestr("payload.pkl", pickle.dumps(payload))
+    with pytest.raises(ReproError, match="expected exactly"):
+        model_diff(bundle, bundle, "xgboost")
+    assert not proof.exists()
+
+
+def test_an_unsupported_model_is_refused_with_the_reason_and_the_nearest_route():
+    from auditor.errors import BadInput
+    from auditor.flavors import refuse
+
+    class Homemade:
+        pass
+
+    assert flavor_of(Homemade()) is None
+    error = refuse(Homemade())
+    assert isinstance(error, BadInput) and "Homemade" in str(error) and "scikit-learn" in error.hint
+
+
+def test_random_state_none_in_one_step_is_an_unpinned_seed_naming_the_step():
+    found = findings("sklearn", {"bins__random_state": 0, "logit__random_state": None})
+    assert [f.code for f in found] == ["knobs.unpinned_seed"] and "logit" in found[0].message
+    assert "scikit-learn 1.9.1" in found[0].message
+    assert findings("sklearn", {"bins__random_state": 0, "logit__random_state": 3}) == []
+
+
+def test_lightgbm_deterministic_on_gpu_is_a_finding_and_on_cpu_is_not():
+    found = findings("lightgbm", {"deterministic": "1", "param.device": "gpu"})
+    assert [f.code for f in found] == ["knobs.lightgbm_gpu_deterministic"]
+    assert findings("lightgbm", {"deterministic": "1", "device_type": "cpu", "num_threads": "2"}) == []
+
+
+def test_what_was_measured_not_to_diverge_raises_no_finding():
+    assert findings("lightgbm", {"bagging_fraction": "0.8", "bagging_freq": "1", "num_threads": "2"}) == []
+    assert findings("xgboost", {"subsample": "0.8", "colsample_bytree": "0.8", "nthread": "2", "device": "cpu"}) == []
+    assert findings("catboost", {"thread_count": 2, "task_type": "CPU"}) == []
+    for rule in RULES:  # every rule cites its source and the versions it was measured on
+        assert rule.source.startswith("https://") and any(ch.isdigit() for ch in rule.measured)
+
+
+def test_the_recorded_knobs_come_from_the_fitted_model():
+    knobs = module("lightgbm").knobs(_fit("lightgbm", n_jobs=2))
+    assert knobs["num_threads"] == "2" and knobs["bagging_fraction"] == "0.8"
+    knobs = module("sklearn").knobs(_fit("sklearn"))
+    assert knobs["logisticregression__random_state"] == 0
