@@ -163,6 +163,39 @@ class SegmentReplay(_Model):
         return [c for c in self.checks if c.status == "fail"]
 
 
+LotteryStatus = Literal["lottery", "consistent", "too_few", "no_direction", "not_numeric"]
+
+
+class MetricLottery(_Model):
+    """Where the registered value of one metric lies among its seed-varied reruns (``auditor.judge.lottery``)."""
+
+    metric: str
+    direction: Direction = "none"
+    registered: float | None = None
+    reruns: list[float] = Field(default_factory=list)
+    rank: int | None = None  # 1: better than every rerun; n + 1: worse than every rerun (favourable order)
+    better_reruns: int = 0  # reruns strictly better than the registered value
+    ties: int = 0  # reruns equal to it (counted against it: the p-value stays exact or conservative)
+    p_value: float | None = None  # exact rank p-value, the registered run one of n + 1 exchangeable draws
+    alpha: float = 0.05
+    min_reruns: int = 19  # fewest reruns with which the test can reach ``alpha``
+    status: LotteryStatus = "too_few"
+    sentence: str = ""
+
+
+class SeedLottery(_Model):
+    """The lottery check of a calibrated version: one entry per metric with a band."""
+
+    alpha: float = 0.05
+    reruns: int = 0
+    calibrated_at: str | None = None
+    metrics: list[MetricLottery] = Field(default_factory=list)
+
+    @property
+    def winners(self) -> list[MetricLottery]:
+        return [m for m in self.metrics if m.status == "lottery"]
+
+
 class AuditResult(_Model):
     audit_id: str
     model: ModelInfo
@@ -186,9 +219,11 @@ class AuditResult(_Model):
     #: every calibration of this version (newest last): run id, when, from how many reruns, and which judged
     calibrations: list[dict[str, Any]] = Field(default_factory=list)
     segments: SegmentReplay | None = None  # a segment audit (``auditor.steps.segments``); None: a full rebuild
+    lottery: SeedLottery | None = None  # the registered run among its seed-varied reruns (``auditor.judge.lottery``)
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json")
-        if doc.get("segments") is None:  # a full rebuild's evidence stays as it was
-            doc.pop("segments", None)
+        for optional in ("segments", "lottery"):  # evidence without them stays as it was
+            if doc.get(optional) is None:
+                doc.pop(optional, None)
         return doc

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from markupsafe import Markup
+
 from auditor.judge.result import AuditResult, Verdict
 from auditor.lineage.findings import Finding
 
@@ -271,6 +273,66 @@ def support(audit: AuditResult) -> list[dict[str, str]]:
     return rows
 
 
+#: how each lottery status is shown: the pill's CSS class and its words
+LOTTERY_PILLS = {
+    "lottery": ("fail", "seed likely picked"),
+    "consistent": ("pass", "an ordinary seed"),
+    "too_few": ("not-run", "too few reruns to test"),
+    "no_direction": ("not-run", "no better direction"),
+    "not_numeric": ("not-run", "not numeric"),
+}
+LOTTERY_LEGEND = (
+    "Each circle is one seed-varied rerun of the recorded recipe, the diamond the registered value. The p-value is exact: "
+    "the chance that an ordinary seed ranks this well among {n1} draws. A registered run better than nearly every rerun is "
+    "what choosing the best of several seeds produces."
+)
+
+
+def lottery_svg(registered: float | None, reruns: list[float], index: int) -> Markup | None:
+    """The registered value (diamond) on the reruns' distribution (a dot strip, equal values stacked). Numbers only."""
+    from auditor.report.plots import COLORS, _limits, _ticks
+
+    if registered is None or not reruns:
+        return None
+    width, left, right, axis = 461, 14, 447, 54
+    lo, hi = _limits([*reruns, registered])
+
+    def x(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * (right - left)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="79" viewBox="0 0 {width} 79" '
+             f'class="lottery-strip" id="l{index}" role="img">']
+    stacked: dict[str, int] = {}
+    for value in sorted(reruns):
+        key = f"{x(value):.0f}"
+        level = stacked.get(key, 0)
+        stacked[key] = level + 1
+        parts.append(f'<circle cx="{x(value):.2f}" cy="{axis - 5 - 6 * min(level, 6):.2f}" r="3" fill="{COLORS["spread"]}" fill-opacity="0.8"/>')
+    cx = x(registered)
+    parts.append(f'<line x1="{cx:.2f}" y1="6" x2="{cx:.2f}" y2="{axis}" stroke="{COLORS["registered"]}" stroke-width="1" stroke-dasharray="2,2"/>'
+                 f'<path d="M{cx:.2f} 6L{cx + 5:.2f} 11L{cx:.2f} 16L{cx - 5:.2f} 11Z" fill="{COLORS["registered"]}"/>')
+    parts.append(f'<line x1="{left}" y1="{axis}" x2="{right}" y2="{axis}" stroke="#000" stroke-width="0.8"/>')
+    ticks, decimals = _ticks(lo, hi)
+    for tick in ticks:
+        parts.append(f'<line x1="{x(tick):.2f}" y1="{axis}" x2="{x(tick):.2f}" y2="{axis + 3.5}" stroke="#000" stroke-width="0.8"/>'
+                     f'<text x="{x(tick):.2f}" y="{axis + 13}" font-size="7" font-family="DejaVu Sans, sans-serif" '
+                     f'text-anchor="middle">{tick:.{decimals}f}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))  # noqa: S704 - numbers only (as auditor.report.plots)
+
+
+def lottery(audit: AuditResult) -> dict[str, Any] | None:
+    """The seed-lottery section: per metric its entry, picture and pill; None when the version was not calibrated."""
+    check = audit.lottery
+    if check is None:
+        return None
+    rows = []
+    for i, entry in enumerate(check.metrics):
+        css, label = LOTTERY_PILLS.get(entry.status, ("not-run", entry.status))
+        rows.append({"entry": entry, "css": css, "label": label, "svg": lottery_svg(entry.registered, entry.reruns, i)})
+    return {"check": check, "rows": rows, "legend": LOTTERY_LEGEND.format(n1=check.reruns + 1)}
+
+
 def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
     """Everything the report template needs, from one evidence document."""
     style, headline, explanation = VERDICT_VIEW[audit.verdict][:3]
@@ -291,4 +353,5 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "support": support(audit),
         "drift": None if drift is None or drift.empty else drift,
         "digests": sorted((doc.get("digests") or {}).items()),
+        "lottery": lottery(audit),
     }

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auditor.contract import WEIGHTS_FILE
+from auditor.contract import model_file
 from auditor.digests import same, spelled
 from auditor.errors import (
     Findings,
@@ -52,7 +52,8 @@ class _Audit:
     record: RunRecord | None = None
     diff: str | None = None
     recovery: Any = None  # judge.verdict.RecoveryCheck
-    weights: Path | None = None  # the registered weights, downloaded
+    weights: Path | None = None  # the registered model artifact (PyTorch weights or another flavour's file), downloaded
+    flavor: str | None = None  # its flavour (auditor.flavors); None: PyTorch weights
     metric_results: list = field(default_factory=list)
     weight_diff: Any = None
     calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
@@ -65,6 +66,7 @@ class _Audit:
     error: str | None = None  # ERROR: no evidence could be produced (retryable)
     unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
     segments: Any = None  # judge.result.SegmentReplay, in a segment audit
+    lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
 
     def failed(self, exc: BaseException) -> None:
         """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
@@ -85,7 +87,7 @@ def _read_record(a: _Audit) -> None:
         finding = getattr(exc, "finding", None)
         a.findings = [finding or Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")]
         return
-    a.findings = gate(a.record, a.diff)
+    a.findings = gate(a.record, a.diff) + _knob_findings(a.record)
     if a.info.run_deleted:
         a.findings.append(Finding(
             code="run.deleted", path="record", severity="warning",
@@ -101,6 +103,16 @@ def _read_record(a: _Audit) -> None:
     a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
     if a.record.environment and a.record.environment.image_digest:
         a.evidence["image"] = a.record.environment.image_digest
+
+
+def _knob_findings(record: RunRecord) -> list[Finding]:
+    """The rule table's findings on the determinism knobs the model's flavour recorded at fit time."""
+    artifact = record.outputs.model()
+    if artifact is None or not artifact.flavor:
+        return []
+    from auditor.flavors.rules import findings
+
+    return findings(artifact.flavor, artifact.knobs)
 
 
 def _record_changed_since_published(session: Any, info: Any, digest: str) -> str | None:
@@ -120,15 +132,16 @@ def _record_changed_since_published(session: Any, info: Any, digest: str) -> str
 
 
 def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]:
-    """Download the registered weights; returns (path, recorded sha256, why not)."""
-    artifact = next((x for x in a.record.outputs.artifacts if x.name.endswith(".safetensors") or x.name == "model"), None)
+    """Download the registered model artifact; returns (path, recorded sha256, why not)."""
+    artifact = a.record.outputs.model()
     if artifact is None:
         return None, None, "the record lists no weights artifact"
+    a.flavor = artifact.flavor
     # runs:/<run id>/<path in the run>, as the SDK records it
     uri = artifact.uri
     path = run_artifact_path(uri) or WEIGHTS_ARTIFACT
     try:
-        return a.session.registry.download_artifact(a.info, path, a.tmp / "registered.safetensors"), artifact.sha256, None
+        return a.session.registry.download_artifact(a.info, path, a.tmp / f"registered-{model_file(a.flavor)}"), artifact.sha256, None
     except InfrastructureError:
         raise  # an outage is retryable: never a verdict on the model
     except ReproError as exc:
@@ -260,8 +273,8 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
     from auditor.judge.binding import bind
     from auditor.judge.floors import platform_fingerprint
+    from auditor.judge.models import model_diff
     from auditor.judge.tolerance import bands_from_json, check_metrics
-    from auditor.judge.weights import diff_safetensors
     from auditor.steps.calibrate import stored_calibrations
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
@@ -283,16 +296,22 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     bands = bands_from_json(bands_text, source=f"{a.info.ref} tag {TAG_BANDS}") if bands_text else {}
     bands, refused = bind(bands, calibration, evidence, a.record.outputs.metrics)
     a.findings += refused
+    from auditor.judge.lottery import lottery_findings, seed_lottery
+
+    a.lottery = seed_lottery(calibration, a.record.outputs.metrics, bands)  # was the registered seed picked for its result?
+    a.findings += lottery_findings(a.lottery)
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
     _compare_traced(a, runs)
     if rebuilt.weights_sha256:
         a.evidence["weights.rebuilt"] = rebuilt.weights_sha256
     if a.weights is not None and rebuilt.weights is not None:
-        diff = diff_safetensors(a.weights, rebuilt.weights)
+        diff, lines = model_diff(a.weights, rebuilt.weights, a.flavor)
+        a.evidence.update(lines)
         a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
+        a.findings += _knob_changes(a.record, rebuilt)
     elif rebuilt.weights is None:
-        a.unrecoverable = f"the rebuild left no {WEIGHTS_FILE}"
+        a.unrecoverable = f"the rebuild left no {model_file(a.flavor)}"
     elif a.recovery is not None and a.recovery.expected_sha256 and rebuilt.weights_sha256:
         # the registered file is gone: the rebuild is held to the sha256 the record holds for it
         from auditor.judge.result import WeightDiff
@@ -301,6 +320,26 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
                                    sha256_a=spelled(a.recovery.expected_sha256), sha256_b=rebuilt.weights_sha256)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = drift(a.record, rebuilt)
+
+
+def _knob_changes(record: RunRecord, rebuilt: RunResult) -> list[Finding]:
+    """Knobs the rebuild resolved otherwise than training did (a thread count, say): reported, not judged
+    (the comparison of the normalised models judges; the rule table says which knobs diverge)."""
+    from auditor.flavors.rules import THREAD_KNOBS, knob_changes
+
+    recorded = record.outputs.model()
+    own = rebuilt.record.outputs.model() if rebuilt.record is not None else None
+    if recorded is None or own is None or not recorded.flavor:
+        return []
+    changes = knob_changes(recorded.knobs, own.knobs)
+    if not changes:
+        return []
+    said = "; ".join(f"{k} {a!r} at training, {b!r} in the rebuild" for k, (a, b) in changes.items())
+    threads = set(changes) <= THREAD_KNOBS
+    return [Finding(code="knobs.changed", path="outputs.artifacts", severity="warning",
+                    message=f"the rebuild's {recorded.flavor} knobs differ: {said}"
+                            + (" (thread counts only: the models are compared on their normalised form)" if threads else ""),
+                    hint="pin the knob in the training script (e.g. n_jobs from the recorded value)")]
 
 
 def audit_version(session: Any, info: Any, options: Any, progress: Progress,
@@ -370,5 +409,5 @@ def _result(a: _Audit, verdict: Verdict, tiers: dict[str, Any], *, started: str,
         findings=findings, metrics=a.metric_results, weight_diff=a.weight_diff, drift=a.drift, timings=a.timings,
         log_tail=redact(a.log_tail) or "",
         error=redact(a.error or a.unrecoverable),
-        evidence=a.evidence, calibrations=a.calibrations, segments=a.segments,
+        evidence=a.evidence, calibrations=a.calibrations, segments=a.segments, lottery=a.lottery,
     )

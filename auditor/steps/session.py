@@ -137,6 +137,15 @@ class Session:
 
         return calibrate(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
 
+    def compare(self, candidate: str, incumbent: str, *, reruns: int = 5, metrics: list[str] | None = None,
+                runner: str | None = None, calibrate_missing: bool = True, publish: bool = True,
+                progress: Progress = quiet) -> Any:
+        """Is ``candidate`` better than ``incumbent`` beyond seed noise? (``auditor.steps.compare``)"""
+        from auditor.steps.compare import compare
+
+        return compare(self, candidate, incumbent, reruns=reruns, metrics=metrics, runner=runner,
+                       calibrate_missing=calibrate_missing, publish=publish, progress=progress)
+
     def sample(self, date: str, *, models: str | None = None) -> dict[str, Any]:
         from auditor.steps.nightly import sample
 

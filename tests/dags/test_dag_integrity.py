@@ -15,11 +15,13 @@ from typing import Any
 import pytest
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
-DAG_IDS = {"repro_nightly_audit", "repro_rebuild_model", "repro_calibrate_tolerance", "repro_audit_registered_version"}
+DAG_IDS = {"repro_nightly_audit", "repro_rebuild_model", "repro_calibrate_tolerance", "repro_audit_registered_version",
+           "repro_promotion_gate"}
 GPU_TASKS = {
     ("repro_audit_registered_version", "audit"),
     ("repro_nightly_audit", "audit"),
     ("repro_rebuild_model", "rebuild"),
+    ("repro_promotion_gate", "compare"),
     ("repro_calibrate_tolerance", "calibrate"),
 }
 HEAVY = ("torch", "mlflow", "boto3", "botocore", "docker", "pandas", "safetensors", "deltalake")
@@ -35,13 +37,14 @@ ALLOWED_TOP_LEVEL = {
     "auditor.airflow",
     "auditor.airflow.notifications",
     "auditor.airflow.operators",
+    "auditor.airflow.promotion",
 }
 # Of the auditor, a DAG file imports (anywhere in it, a task's body included) only these packages.
 AUDITOR_FOR_DAGS = ("auditor.airflow", "auditor.steps")
 # What parsing the DAG folder loads of the auditor: the Airflow package's light modules, and settings with
 # the floors below it (import-linter's layers contract), nothing that audits.
 LOADED_AT_PARSE = {"auditor", "auditor.airflow", "auditor.airflow.context", "auditor.airflow.hooks", "auditor.airflow.links",
-                   "auditor.airflow.notifications", "auditor.airflow.operators"}
+                   "auditor.airflow.notifications", "auditor.airflow.operators", "auditor.airflow.promotion"}
 BELOW_SETTINGS = ("auditor.settings", "auditor.catalog", "auditor.tags", "auditor.git", "auditor.contract", "auditor.canonical", "auditor.uris",
                   "auditor.errors", "auditor.digests", "auditor.outcomes")
 
@@ -147,6 +150,9 @@ def test_every_task_retries_at_least_twice_after_the_configured_delay(parsed, da
         if task_id == "verdict":  # a published verdict is settled: retrying its task changes nothing
             assert task["retries"] == 0 and task["operator"] == "VerdictOperator", f"{dag_id}.{task_id}: {task}"
             continue
+        if task_id == "gate":  # a comparison's gate is settled likewise
+            assert task["retries"] == 0 and task["operator"] == "PromotionGate", f"{dag_id}.{task_id}: {task}"
+            continue
         assert task["retries"] >= 2, f"{dag_id}.{task_id}"
         assert task["retry_delay_s"] == 7, f"{dag_id}.{task_id} ignores REPRO_RETRY_DELAY_S"
 
@@ -171,9 +177,9 @@ def test_the_nightly_dag_samples_then_maps_audits_then_always_publishes(parsed):
     tasks = nightly["tasks"]
     assert set(tasks) == {"sample", "audit", "verdict", "publish"}
     assert tasks["audit"]["mapped"] and tasks["audit"]["upstream"] == ["sample"]
-    assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit"]
-    # publish waits for the verdicts too, so a red verdict is never a leaf that ends the run failed
-    assert tasks["publish"]["upstream"] == ["audit", "sample", "verdict"]
+    # the verdicts come last, after the night is published: a red one is a leaf that fails the DAG run (alerting)
+    assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit", "publish"]
+    assert tasks["publish"]["upstream"] == ["audit", "sample"]
     # A failed audit must not stop the summary that lists it as an error.
     assert tasks["publish"]["trigger_rule"] == "all_done"
 
@@ -298,7 +304,8 @@ def test_every_audit_task_is_bounded_by_three_rebuild_timeouts_links_its_report_
         assert any("repro-audit-reports" in o for o in task["outlets"]), task["outlets"]
         assert set(task["links"]) == {"Audit report", "Model version"}, task["links"]
         verdict = parsed["dags"][dag_id]["tasks"]["verdict"]  # the task whose state is the verdict
-        assert verdict["upstream"] == [task_id], f"{dag_id}: {verdict}"
+        # the nightly's verdicts wait for the night's summary too (they come last: a red one fails the run)
+        assert verdict["upstream"] == ([task_id, "publish"] if dag_id == "repro_nightly_audit" else [task_id]), f"{dag_id}: {verdict}"
         assert verdict["trigger_rule"] == "all_done"  # an audit that failed outright holds back no other verdict
         assert verdict["on_failure"] == 1, f"{dag_id}.verdict mails no one on a non-reproduced verdict"
         assert set(verdict["links"]) == {"Audit report", "Model version"}, verdict["links"]

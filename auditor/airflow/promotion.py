@@ -1,0 +1,136 @@
+"""The promotion gate under Airflow: notice a production alias move in MLflow, compare, and show the gate as a state.
+
+MLflow emits no event when an alias moves, so the DAG polls (``alias_poll_schedule``): ``AliasMoveSensor``
+lists the registry's versions, keeps the production aliases (``REPRO_PRODUCTION_ALIASES``) and compares
+them with the state last seen, kept in the Airflow Variable ``ALIAS_STATE_VARIABLE`` (``{model: {alias:
+version}}``). An alias that now points at another version is a move: the new version is the candidate,
+the one it left the incumbent. An alias seen for the first time is remembered, not compared (there is
+no incumbent). The sensor succeeds with the moves as its XCom, or is skipped (``soft_fail``) when nothing
+moved before its timeout, so a quiet poll is no red square.
+
+``compare`` (a ``@task`` in the DAG file) is one call into ``Session.compare`` per move; ``PromotionGate``,
+the task after it, never retried, is the gate as a state: green for an improvement beyond seed noise,
+red (``AirflowFailException``) for one within seed noise or worse, naming the published comparison.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException
+
+from auditor.airflow.hooks import AuditHook
+from auditor.airflow.notifications import failure_notifiers
+
+#: the Airflow Variable holding the production aliases last seen: ``{model: {alias: version}}``
+ALIAS_STATE_VARIABLE = "repro_alias_state"
+#: how often the registry's aliases are polled (a cron expression), and how long one poll waits
+ALIAS_POLL_SCHEDULE = "*/10 * * * *"
+ALIAS_POLL_TIMEOUT = timedelta(minutes=9)
+ALIAS_POKE_INTERVAL = timedelta(minutes=1)
+
+
+def alias_poll_schedule() -> str:
+    """The promotion gate's schedule: poll the aliases every ten minutes."""
+    return ALIAS_POLL_SCHEDULE
+
+
+def alias_state(versions: Any, aliases: tuple[str, ...] | list[str]) -> dict[str, dict[str, str]]:
+    """``{model: {alias: version}}`` of the production ``aliases`` among ``versions`` (``ModelVersionInfo``s)."""
+    state: dict[str, dict[str, str]] = {}
+    for info in versions:
+        for alias in info.aliases:
+            if alias in aliases:
+                state.setdefault(info.name, {})[alias] = str(info.version)
+    return state
+
+
+def alias_moves(seen: Mapping[str, Mapping[str, str]], now: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
+    """Each alias that points at another version than last seen: ``{model, alias, candidate, incumbent}`` (refs)."""
+    from auditor.uris import model_uri
+
+    moves = []
+    for name in sorted(now):
+        for alias, version in sorted(now[name].items()):
+            before = (seen.get(name) or {}).get(alias)
+            if before is not None and before != version:
+                moves.append({"model": name, "alias": alias, "candidate": model_uri(name, version),
+                              "incumbent": model_uri(name, before)})
+    return moves
+
+
+def move_label(move: Mapping[str, Any]) -> str:
+    return f"{move.get('model')}@{move.get('alias')}: {move.get('incumbent')} -> {move.get('candidate')}"
+
+
+class AliasMoveSensor(BaseSensorOperator):
+    """Succeeds when a production alias has moved since the last poll; its XCom is the list of moves."""
+
+    ui_color = "#fdf3e1"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("task_id", "alias_moved")
+        kwargs.setdefault("soft_fail", True)  # nothing moved: skipped, not failed
+        kwargs.setdefault("timeout", ALIAS_POLL_TIMEOUT)
+        kwargs.setdefault("poke_interval", ALIAS_POKE_INTERVAL)
+        kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
+        super().__init__(**kwargs)
+
+    def session(self, settings: Any) -> Any:
+        """The task's audit session (a test or a deployment overrides it to stand in a registry)."""
+        return AuditHook().session(settings)
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        from airflow.sdk import Variable
+
+        settings = AuditHook().get_conn()
+        session = self.session(settings)
+        now = alias_state(session.registry.list_versions(), tuple(settings.production_aliases))
+        seen = json.loads(Variable.get(ALIAS_STATE_VARIABLE, default="{}") or "{}")
+        moves = alias_moves(seen, now)
+        if now != seen:
+            Variable.set(ALIAS_STATE_VARIABLE, json.dumps(now, sort_keys=True))
+        for move in moves:
+            self.log.info("alias moved: %s", move_label(move))
+        return PokeReturnValue(is_done=bool(moves), xcom_value=moves)
+
+
+def gate_row(move: Mapping[str, Any], comparison: Mapping[str, Any]) -> dict[str, Any]:
+    """What the gate task reads: the move, the gate, its words, and where the comparison was published."""
+    return {**move, "gate": comparison["gate"], "words": comparison["words"], "published": comparison.get("published") or {},
+            "sentences": [m["sentence"] for m in comparison.get("metrics") or []]}
+
+
+class PromotionGate(BaseOperator):
+    """The task after a comparison: green for an improvement beyond seed noise, red otherwise; never retried."""
+
+    template_fields = ("row",)
+
+    def __init__(self, *, row: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("task_id", "gate")
+        kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
+        kwargs.setdefault("trigger_rule", "all_done")
+        kwargs["retries"] = 0  # a comparison is settled: no retry changes it
+        super().__init__(**kwargs)
+        self.row = row
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:
+        kwargs.setdefault("task_id", "gate")
+        kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
+        kwargs.setdefault("trigger_rule", "all_done")
+        kwargs["retries"] = 0
+        return super().partial(**kwargs)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        row = dict(self.row)
+        where = row.get("published", {}).get("comparison")
+        message = f"{move_label(row)}: {row['words']}" + (f" (comparison {where})" if where else "")
+        if row["gate"] != "beyond_noise":
+            raise AirflowFailException(message)
+        self.log.info("%s", message)
+        return row

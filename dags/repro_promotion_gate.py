@@ -1,0 +1,47 @@
+"""repro_promotion_gate: when a production alias moves in MLflow, is the new version better beyond seed noise?
+
+Polls the registry's production aliases (``REPRO_PRODUCTION_ALIASES``) on a schedule and compares them with
+the state last seen (an Airflow Variable): ``alias_moved`` (an ``AliasMoveSensor``, ``auditor.airflow.promotion``)
+succeeds with the moves, or is skipped when nothing moved. For each move, ``compare`` is one call into
+``Session.compare`` (what ``repro-audit compare`` runs; a version without seed-varied reruns is calibrated
+first, so it runs on the GPU queue), which publishes the comparison and its MLflow ``MetricThreshold``s;
+``gate`` is the comparison as a state: red unless the candidate is an improvement beyond seed noise.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import dag, task
+
+from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
+from auditor.airflow.notifications import failure_notifiers
+from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, alias_poll_schedule
+
+
+@dag(
+    dag_id="repro_promotion_gate",
+    description="When a production alias moves, compare the new version with the one it replaced, through seed-varied reruns.",
+    schedule=alias_poll_schedule(),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=task_defaults(),
+    on_failure_callback=failure_notifiers("dag"),
+    tags=["repro-audit", "promotion", "on-alias-move"],
+    doc_md=__doc__,
+)
+def repro_promotion_gate() -> None:
+    moved = AliasMoveSensor()
+
+    @task(pool=GPU_POOL, queue=GPU_QUEUE, on_failure_callback=failure_notifiers("task"))
+    def compare(move: dict, **context) -> dict:
+        """Compare the alias's new version with the one it left; XCom gets the gate and where it was published."""
+        from auditor.airflow.hooks import task_session
+        from auditor.airflow.promotion import gate_row
+
+        return gate_row(move, task_session(context).compare(move["candidate"], move["incumbent"]).model_dump(mode="json"))
+
+    PromotionGate.partial().expand(row=compare.expand(move=moved.output))
+
+
+repro_promotion_gate()

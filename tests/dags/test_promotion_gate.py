@@ -1,0 +1,91 @@
+"""The promotion gate DAG (issue 31, build point 2 from Airflow): an alias move in MLflow triggers the comparison.
+
+Real parts: Airflow 3 ``dag.test()`` on SQLite (in a child process, see conftest) running the real DAG file,
+its sensor reading and writing the real Airflow Variable, the session's calibration, comparison and reports
+store. Stubbed, and why: the registry is the in-memory twin and the runner and workspace are the fakes of
+tests/unit/test_compare.py (a per-version quality plus seed-driven noise), handed in through a stand-in for
+the public ``auditor.steps.Session`` in the child process (as tests/dags/test_airflow_outcomes.py does),
+because this test is about the DAG noticing the move and showing the gate, not about training.
+
+The champion alias is seen at v1; it moves to v2 (the same recipe, another seed: within seed noise, a red
+``gate``), then to v3 (a better recipe: green).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+REGISTRY = "memory://promotion-gate"
+
+GATE = r"""
+import hashlib, json, os
+import pendulum
+
+import auditor.steps
+import auditor.steps.session
+from auditor.lineage.record import Artifact, Outputs
+from auditor.registry.memory import MemoryRegistry
+from tests.fixtures.records import complete_record
+from tests.unit.test_compare import QUALITY, SeedRunner, _weights, prepare
+
+registry = MemoryRegistry.named(os.environ["PROBE_REGISTRY"])
+for i, variant in enumerate(QUALITY):  # v1 incumbent, v2 twin, v3 better, v4 worse
+    base, weights = complete_record(), _weights(QUALITY[variant])
+    record = base.model_copy(update={"seeds": base.seeds.model_copy(update={"seed": 100 + i}), "outputs": Outputs(
+        metrics={"auc": QUALITY[variant]}, artifacts=[Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors",
+        sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))])})
+    registry.register_record("m", record, weights=weights)
+
+class StandInSession(auditor.steps.session.Session):
+    def __init__(self, settings, **kwargs):
+        kwargs.setdefault("prepare", prepare)
+        kwargs.setdefault("runner", SeedRunner())
+        super().__init__(settings, **kwargs)
+
+auditor.steps.Session = auditor.steps.session.Session = StandInSession
+
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models import Variable
+from airflow.models.xcom import XComModel
+from airflow.utils.session import create_session
+from sqlalchemy import select
+from auditor.airflow.promotion import ALIAS_STATE_VARIABLE
+
+bag = DagBag(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+if bag.import_errors:
+    raise SystemExit(f"DAG import errors: {bag.import_errors}")
+dag = bag.get_dag("repro_promotion_gate")
+Variable.set(ALIAS_STATE_VARIABLE, json.dumps({"m": {"champion": "1"}}))  # last seen: champion at v1
+out = {}
+for day, version in (("2026-09-01", "2"), ("2026-09-02", "3")):
+    registry.set_alias("m", "champion", version)
+    run = dag.test(logical_date=pendulum.parse(day))
+    with create_session() as session:
+        rows = session.scalars(select(XComModel).where(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id)).all()
+        xcom = {f"{x.task_id}[{x.map_index}].{x.key}": XComModel.deserialize_value(x) for x in rows}
+    out[version] = {"state": str(run.state), "xcom": xcom,
+                    "tis": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()},
+                    "seen": json.loads(Variable.get(ALIAS_STATE_VARIABLE))}
+json.dump(out, open(os.environ["PROBE_OUT"], "w"))
+"""
+
+
+def test_an_alias_move_is_compared_and_a_candidate_within_noise_is_a_red_gate(airflow_db, run_in_airflow, tmp_path):
+    env = {**airflow_db, "PROBE_REGISTRY": REGISTRY, "REPRO_HOME": str(tmp_path / "home"),
+           "REPRO_REPORTS": str(tmp_path / "reports"),
+           "AIRFLOW_CONN_REPRO_MLFLOW": json.dumps({"conn_type": "generic", "extra": {"tracking_uri": REGISTRY}})}
+    out = run_in_airflow(GATE, env, cwd=tmp_path)
+    twin, better = out["2"], out["3"]
+    assert twin["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "failed"}, twin["tis"]
+    assert better["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "success"}, better["tis"]
+    assert twin["xcom"]["alias_moved[-1].return_value"] == [
+        {"model": "m", "alias": "champion", "candidate": "models:/m/2", "incumbent": "models:/m/1"}]
+    row = twin["xcom"]["compare[0].return_value"]
+    assert row["gate"] == "within_noise" and row["words"] == "within seed noise"
+    assert better["xcom"]["compare[0].return_value"]["incumbent"] == "models:/m/2"  # the version the alias left
+    assert (twin["seen"], better["seen"]) == ({"m": {"champion": "2"}}, {"m": {"champion": "3"}})
+    published = sorted(p.name for p in Path(tmp_path / "reports" / "comparisons" / "m").iterdir())
+    assert len(published) == 4 and sum(p.endswith(".thresholds.json") for p in published) == 2
+    thresholds = json.loads(next(p for p in (tmp_path / "reports/comparisons/m").iterdir() if p.name.endswith("thresholds.json")).read_text())
+    assert thresholds["auc"]["greater_is_better"] is True
