@@ -249,9 +249,8 @@ def nightly_cmd(
     date = date or dt.datetime.now(dt.UTC).date().isoformat()
     session = open_session(tracking_uri=tracking_uri)
     with _progress(not json_out) as progress:
-        summary = session.nightly(date, progress=progress)
-    _, coverage_page = session.coverage(write=True)  # the night has the registry's listing: the coverage view too
-    summary = {**summary, "coverage": coverage_page}
+        summary = session.nightly(date, progress=progress)  # the summary, the index and the coverage page
+    coverage_page = summary["coverage"]
     if json_out:
         emit_json(summary)
         return

@@ -40,7 +40,7 @@ def sample(session: Any, date: str, *, models: str | None = None) -> dict[str, A
 
 
 def publish_summary(session: Any, date: str, sample: dict[str, Any], results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Write the night's summary (every sampled model with its verdict or error) and refresh the index."""
+    """Write the night's summary (every sampled model with its verdict or error), the coverage page and the index."""
     from auditor.report.publish import refresh
 
     by_ref = {r.get("ref"): r for r in results if r}
@@ -52,7 +52,8 @@ def publish_summary(session: Any, date: str, sample: dict[str, Any], results: li
     summary = {"date": date, "hours": sample.get("hours"), "audits": rows, "skipped": sample.get("skipped", []), "written_at": now()}
     session.store.write(f"summaries/{date}.json", json.dumps(summary, indent=2, sort_keys=True).encode(), overwrite=True)
     refresh(session.store)
-    return summary
+    _, page = session.coverage(write=True)  # the night has the registry's listing: the coverage page too
+    return {**summary, "coverage": page}
 
 
 def nightly(session: Any, date: str, *, audit_run: str | None, progress: Progress) -> dict[str, Any]:
