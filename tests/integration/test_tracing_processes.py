@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 from auditor.lineage import tracing
 from auditor.lineage.record import CodeInfo, RunRecord
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@pytest.fixture()
-def outside(tmp_path, monkeypatch) -> Path:
-    """A folder outside every excluded root: the temp dir is moved under tmp_path/tmp first."""
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    return folder
+from tests.fixtures.common import sha
 
 
 def test_in_the_repository_only_git_ignored_files_are_traced(tmp_path, monkeypatch):
@@ -48,7 +30,7 @@ def test_in_the_repository_only_git_ignored_files_are_traced(tmp_path, monkeypat
             Path(name).read_text()
     finally:
         traced = tracer.stop()
-    assert [(f.path, f.sha256) for f in traced.files] == [("$REPO/secret_data/extra.csv", _sha(b"1\n"))]
+    assert [(f.path, f.sha256) for f in traced.files] == [("$REPO/secret_data/extra.csv", sha(b"1\n"))]
 
 
 def test_forked_children_do_not_report_into_a_dead_tracer_and_the_fork_is_noted(outside):

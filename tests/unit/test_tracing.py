@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -13,22 +12,7 @@ from auditor.lineage import tracing
 from auditor.lineage.gate import check
 from auditor.lineage.record import EnvironmentInfo, LocalPackage, RunRecord, TracedFile, TracedInputs, TracedVariable
 from auditor.lineage.traced import compare, registration_findings
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@pytest.fixture()
-def outside(tmp_path, monkeypatch) -> Path:
-    """A folder outside every excluded root: the temp dir is moved under tmp_path/tmp first."""
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    folder = tmp_path / "shared"
-    folder.mkdir()
-    return folder
+from tests.fixtures.common import sha
 
 
 def test_files_read_outside_are_recorded_by_digest_and_writes_reads_of_excluded_roots_are_not(outside, tmp_path, monkeypatch):
@@ -57,7 +41,7 @@ def test_files_read_outside_are_recorded_by_digest_and_writes_reads_of_excluded_
     finally:
         traced = tracer.stop()
     assert [(f.path, f.size, f.sha256) for f in traced.files] == [
-        (str(feature), 8, _sha(b"a,b\n1,2\n")),
+        (str(feature), 8, sha(b"a,b\n1,2\n")),
         (str(outside / "override.json"), None, None),
     ]
     # after stop the hook is a no-op
@@ -88,7 +72,7 @@ def test_environment_reads_are_recorded_by_name_and_digest_never_the_value(monke
         traced = tracer.stop()
     assert type(os.environ) is os._Environ  # its own class back
     variables = {v.name: v.sha256 for v in traced.env}
-    assert variables == {"MY_LR": _sha(b"0.3"), "MY_FLAG": None, "DB_PASSWORD": variables["DB_PASSWORD"]}
+    assert variables == {"MY_LR": sha(b"0.3"), "MY_FLAG": None, "DB_PASSWORD": variables["DB_PASSWORD"]}
     assert variables["DB_PASSWORD"].startswith("<redacted:")
     assert "hunter2" not in traced.model_dump_json() and "0.3" not in traced.model_dump_json()
     assert any("in bulk 2 time(s)" in note for note in traced.notes)
@@ -130,9 +114,9 @@ def _rec(files=(), env=(), packages=None) -> RunRecord:
 
 def test_the_gate_warns_by_name_for_each_traced_input_and_local_package():
     record = _rec(
-        files=[TracedFile(path="/shared/features.csv", size=8, sha256=_sha(b"x"))],
-        env=[TracedVariable(name="MY_LR", sha256=_sha(b"0.3"))],
-        packages={"featurepipe": LocalPackage(version="1.0", path="/src/featurepipe", editable=True, commit="a" * 40, tree_digest=_sha(b"t"))},
+        files=[TracedFile(path="/shared/features.csv", size=8, sha256=sha(b"x"))],
+        env=[TracedVariable(name="MY_LR", sha256=sha(b"0.3"))],
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/featurepipe", editable=True, commit="a" * 40, tree_digest=sha(b"t"))},
     )
     found = {f.code: f for f in check(record) if f.code.startswith(("traced", "environment.local"))}
     assert set(found) == {"traced.file", "traced.env", "environment.local_package"}
@@ -142,20 +126,20 @@ def test_the_gate_warns_by_name_for_each_traced_input_and_local_package():
     assert "read environment variable MY_LR" in found["traced.env"].message and "config" in found["traced.env"].hint
     assert "featurepipe 1.0" in found["environment.local_package"].message
     # the auditor's own editable install is no finding
-    own = _rec(packages={"repro-audit": LocalPackage(version="0.1.0", path="/work/main", editable=True, tree_digest=_sha(b"t"))})
+    own = _rec(packages={"repro-audit": LocalPackage(version="0.1.0", path="/work/main", editable=True, tree_digest=sha(b"t"))})
     assert registration_findings(own) == []
 
 
 def test_compare_blocks_on_every_difference_naming_the_input():
     a = _rec(
-        files=[TracedFile(path="/shared/f.csv", size=1, sha256=_sha(b"1")), TracedFile(path="/shared/only_training", size=1, sha256=_sha(b"o"))],
-        env=[TracedVariable(name="MY_LR", sha256=_sha(b"0.3")), TracedVariable(name="API_TOKEN", sha256="<redacted:aaaaaaaa>")],
-        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="a" * 40, tree_digest=_sha(b"t1"))},
+        files=[TracedFile(path="/shared/f.csv", size=1, sha256=sha(b"1")), TracedFile(path="/shared/only_training", size=1, sha256=sha(b"o"))],
+        env=[TracedVariable(name="MY_LR", sha256=sha(b"0.3")), TracedVariable(name="API_TOKEN", sha256="<redacted:aaaaaaaa>")],
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="a" * 40, tree_digest=sha(b"t1"))},
     )
     b = _rec(
-        files=[TracedFile(path="/shared/f.csv", size=1, sha256=_sha(b"2")), TracedFile(path="/shared/only_rebuild", size=None, sha256=None)],
+        files=[TracedFile(path="/shared/f.csv", size=1, sha256=sha(b"2")), TracedFile(path="/shared/only_rebuild", size=None, sha256=None)],
         env=[TracedVariable(name="MY_LR", sha256=None), TracedVariable(name="API_TOKEN", sha256=None)],
-        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="b" * 40, tree_digest=_sha(b"t2"))},
+        packages={"featurepipe": LocalPackage(version="1.0", path="/src/fp", editable=True, commit="b" * 40, tree_digest=sha(b"t2"))},
     )
     found = compare(a, b)
     blocking = {f.path: f for f in found if f.blocking}
