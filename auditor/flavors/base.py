@@ -54,12 +54,17 @@ class Normal:
     trees: list[list[Node]] = field(default_factory=list)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     set_aside: list[str] = field(default_factory=list)  # what the file holds that is not the model, said once each
+    #: fail-closed: the whole document the file holds, less only what ``set_aside`` names. The ladder explains a
+    #: difference; the identity makes sure nothing the ladder does not read (a booster kind it does not know, a
+    #: linear leaf, a CTR's index) can make two different models hash alike.
+    identity: Any = None
 
     def digest(self) -> str:
-        """``sha256:`` of the canonical bytes: meta, trees and arrays, floats by their exact bits."""
+        """``sha256:`` of the canonical bytes: meta, trees, arrays and the identity, floats by their exact bits."""
         h = {"flavor": self.flavor, "meta": _jsonable(self.meta),
              "trees": [[_node_key(n, values=True) for n in tree] for tree in self.trees],
-             "arrays": {k: _array_key(v) for k, v in sorted(self.arrays.items())}}
+             "arrays": {k: _array_key(v) for k, v in sorted(self.arrays.items())},
+             "identity": _jsonable(self.identity)}
         return sha256_digest(canonical_json(h))
 
 
@@ -107,8 +112,8 @@ def _jsonable(value: Any) -> Any:
 
 def _array_key(a: np.ndarray) -> list[Any]:
     a = np.ascontiguousarray(a)
-    if a.dtype == object:
-        return [str(a.dtype), list(a.shape), [repr(x) for x in a.ravel().tolist()]]
+    if a.dtype == object:  # each element by value (an array inside by its bytes): never a summarised repr
+        return [str(a.dtype), list(a.shape), [_jsonable(x) for x in a.ravel().tolist()]]
     return [str(a.dtype), list(a.shape), sha256_digest(a.tobytes())]
 
 
@@ -212,8 +217,32 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
         entries += [entry] if entry else []
         va.append(fa)
         vb.append(fb)
+    if not out.identical and not (entries or meta or out.only_in_a or out.only_in_b or len(a.trees) != len(b.trees)):
+        where = first_difference(_jsonable(a.identity), _jsonable(b.identity))  # what the ladder does not read
+        meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True))
     _totals(out, entries + meta, va, vb)  # parameters last: the first divergence named is in the model
     return out
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The path of the first place two JSON-like values differ (None: they are equal)."""
+    if type(a) is not type(b):
+        return path or "(top)"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if key not in a or key not in b:
+                return f"{path}.{key}".lstrip(".")
+            found = first_difference(a[key], b[key], f"{path}.{key}".lstrip("."))
+            if found:
+                return found
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b, strict=False)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found:
+                return found
+        return f"{path}[{min(len(a), len(b))}]" if len(a) != len(b) else None
+    return None if a == b else (path or "(top)")
 
 
 def _totals(out: StructuralDiff, entries: list[Entry], va: list[np.ndarray], vb: list[np.ndarray]) -> None:

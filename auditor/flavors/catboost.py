@@ -50,7 +50,8 @@ def _tree(t: dict[str, Any]) -> list[Node]:
     for i, s in enumerate(splits):
         feature = s.get("float_feature_index", s.get("cat_feature_index", s.get("ctr_target_border_idx")))
         threshold = s.get("border", s.get("value"))
-        nodes.append(Node(feature=feature, threshold=threshold, children=(i + 1,), kind=str(s.get("split_type"))))
+        kind = f"{s.get('split_type')} split_index={s.get('split_index')}"  # which CTR or feature: part of the split
+        nodes.append(Node(feature=feature, threshold=threshold, children=(i + 1,), kind=kind))
     return nodes + [Node(value=(float(v),)) for v in t.get("leaf_values", [])]
 
 
@@ -74,7 +75,10 @@ def normal_json(dump: dict[str, Any]) -> Normal:
     set_aside = [f"model_info.{k}" + (" (random on every run)" if k == "model_guid" else "") for k in SET_ASIDE_INFO if k in info]
     if thread_count is not None:
         set_aside.append(f"thread_count {thread_count} (a thread count echoed into the params, not the model)")
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside)
+    identity = {**dump, "model_info": {**{k: v for k, v in info.items() if k not in SET_ASIDE_INFO},
+                                      "params": {**(params or {}), "system_options": system, "flat_params": flat_params}}}
+    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside,
+                  identity=identity)  # the whole dump but the set-aside info and thread count: fail closed
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:

@@ -93,9 +93,10 @@ def normal_text(text: str) -> Normal:
     meta.update({f"param.{k}": v for k, v in params.items() if k not in SET_ASIDE_PARAMS})
     meta["trailer"] = "\n".join(other)
     set_aside = [f"[{k}: {params[k]}] (a thread count echoed into the parameters, not the model)" for k in SET_ASIDE_PARAMS if k in params]
-    set_aside += ["tree_sizes (byte counts of the text)",
-                  "split_gain, internal_value/weight/count, leaf_weight/count (training statistics; gains print 6 digits)"]
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays={}, set_aside=set_aside)
+    set_aside += ["tree_sizes (byte counts of the text)"]
+    identity = [line for line in text.splitlines()  # the whole text model but the echoed thread count and byte sizes
+                if not line.startswith(("tree_sizes=", *(f"[{k}: " for k in SET_ASIDE_PARAMS)))]
+    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays={}, set_aside=set_aside, identity=identity)
 
 
 def normal(path: str | os.PathLike) -> Normal:

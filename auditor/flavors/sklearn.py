@@ -152,23 +152,43 @@ def _walk(est: Any, prefix: str, normal: Normal) -> None:
     for name, child in children:
         _walk(child, f"{prefix}.{name}".lstrip("."), normal)
     for key, value in sorted(vars(est).items()) if hasattr(est, "__dict__") else ():
-        if not key.endswith("_") or key.startswith("_") or any(key == c for c, _ in children):
-            continue
-        path = f"{prefix}.{key}".lstrip(".")
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            normal.arrays[path] = value
-        elif isinstance(value, (int, float, np.generic)) and not isinstance(value, bool):
-            normal.arrays[path] = np.asarray(value)
-        elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
-            for i, v in enumerate(value):
-                normal.arrays[f"{path}[{i}]"] = v
-        elif hasattr(value, "get_params") or type(value).__name__ == "Tree":
-            _walk(value, path, normal)
-        elif isinstance(value, (list, tuple)) and value and all(hasattr(v, "get_params") for v in value):
-            for i, v in enumerate(value):
-                _walk(v, f"{path}[{i}]", normal)
-        else:
-            normal.meta[path] = repr(value)[:500]
+        if key in SET_ASIDE_PARAMS or any(key == c for c, _ in children) or (not key.endswith("_") and not key.startswith("_")):
+            continue  # a parameter (read above through get_params), or a child walked above
+        _state(value, f"{prefix}.{key}".lstrip("."), normal, 0)
+
+
+def _state(value: Any, path: str, normal: Normal, depth: int) -> None:
+    """A fitted attribute (private ones too: ``_predictors`` and ``_baseline_prediction`` are what a
+    HistGradientBoosting predicts with), by value, recursively: fail closed, never a summarised repr."""
+    if depth > 12:
+        raise MalformedRecord(f"{path}: fitted state nested too deep to compare; it is not judged identical")
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        normal.arrays[path] = value
+    elif isinstance(value, (bool, str, type(None))):
+        normal.meta[path] = value
+    elif isinstance(value, (int, float, np.generic)):
+        normal.arrays[path] = np.asarray(value)
+    elif type(value).__name__ == "Tree" and hasattr(value, "__getstate__"):
+        _walk(value, path, normal)
+    elif hasattr(value, "get_params"):
+        _walk(value, path, normal)
+    elif isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.dtype == object):
+        items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
+        normal.meta[f"{path}.length"] = len(items)
+        for i, item in enumerate(items):
+            _state(item, f"{path}[{i}]", normal, depth + 1)
+    elif isinstance(value, dict):
+        for key in sorted(value, key=str):
+            _state(value[key], f"{path}[{key!r}]", normal, depth + 1)
+    elif isinstance(value, type):
+        normal.meta[path] = f"{value.__module__}.{value.__qualname__}"
+    elif hasattr(value, "__dict__") or hasattr(value, "__getstate__"):
+        state = value.__getstate__() if hasattr(value, "__getstate__") else vars(value)
+        normal.meta[f"{path}.type"] = f"{type(value).__module__}.{type(value).__qualname__}"
+        _state(state if state is not None else {}, path, normal, depth + 1)
+    else:
+        raise MalformedRecord(f"{path}: a fitted attribute of type {type(value).__name__} cannot be compared by value; "
+                              "it is not judged identical")
 
 
 def _children(est: Any) -> list[tuple[str, Any]]:

@@ -84,7 +84,11 @@ def normal_from(model_json: dict[str, Any], config: dict[str, Any]) -> Normal:
     arrays = {"node statistics (loss_changes, sum_hessian, base_weights)": np.concatenate(stats) if stats else np.empty(0)}
     set_aside = [f"config {k.rsplit('.', 1)[-1]} (a thread count echoed into the config, not the model)"
                  for k in SET_ASIDE if k in _flatten(config)]
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside)
+    if "model" not in learner["gradient_booster"] or not trees:  # dart, gblinear, or a layout not read above
+        set_aside.append("the tree ladder reads gbtree models only: this booster is compared as a whole document")
+    identity = {"model": model_json, "config": flat}  # everything but the set-aside thread counts: fail closed
+    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside,
+                  identity=identity)
 
 
 def normal(path: str | os.PathLike) -> Normal:
