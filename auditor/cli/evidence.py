@@ -50,7 +50,7 @@ def verify_cmd(
     where = location or session.settings.reports
     public = load_public_key(str(key)) if key is not None else configured_public_key(session.settings)
     anchors = None if no_anchors else session.ledger_anchors(where)
-    result = verify(open_store(where), public_key=public, anchors=anchors)
+    result = verify(open_store(where), public_key=public, anchors=anchors, since_signing=key is None)
     if as_json:
         emit_json(_result_json(result, signatures_checked=public is not None))
     if result.ok:
@@ -74,6 +74,7 @@ def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str,
         "head": result.head,
         "signed": result.signed if signatures_checked else None,
         "pinned_keyid": None if signatures_checked else result.pinned_keyid,
+        "unsigned_before_signing": result.unsigned_before_signing,
         "anchors": result.anchored,
         "first_bad_entry": result.first.seq if result.first else None,
         "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
@@ -84,6 +85,8 @@ def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -
     """The one-line summary of a clean verification: what was chained, re-hashed, signed and anchored."""
     if public is not None:
         signed = f"; {result.signed} signatures verified with key {public.keyid}"
+        if result.unsigned_before_signing:
+            signed += f" ({result.unsigned_before_signing} earlier entries published before signing was configured)"
     elif result.pinned_keyid:
         signed = (f"; signatures NOT checked (no public key given or configured): every signed entry names key "
                   f"{result.pinned_keyid}, the first one's (pass --public-key to check them)")

@@ -68,6 +68,8 @@ class Verification:
     head: str | None = None
     signed: int = 0  # entries whose attestation verified with the given key
     pinned_keyid: str | None = None  # without a key: the key id of the first signed entry, every later one held to it
+    unsigned_before_signing: int = 0  # entries published before signing was configured (accepted with a configured key)
+    seen_signed: bool = False  # an entry with an attestation was met (an unsigned one after it is never "before signing")
     anchored: int | None = None  # anchors compared (None: no anchors were given)
     problems: list[Problem] = field(default_factory=list)
 
@@ -108,6 +110,21 @@ def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, by
             return f"its {label} {key} changed since it was published (sha256 {part.get('sha256')} recorded, {found} now)"
         files[key] = data
     return None
+
+
+def _key_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any, since_signing: bool,
+                 out: Verification) -> str | None:
+    """The entry's signature checked with ``public_key``; without one, held to the pinned first key id."""
+    if public_key is None:
+        return _pinned_key_problem(entry, files, out)
+    signed = bool((entry.get("attestation") or {}).get("key"))
+    if since_signing and not signed and not out.seen_signed:
+        out.unsigned_before_signing += 1  # published before signing was configured: accepted, and counted
+        return None
+    out.seen_signed = out.seen_signed or signed
+    problem = _signature_problem(entry, files, public_key)
+    out.signed += problem is None
+    return problem
 
 
 def _pinned_key_problem(entry: dict[str, Any], files: dict[str, bytes], out: Verification) -> str | None:
@@ -299,7 +316,8 @@ def _parse_lines(store: BlobStore) -> tuple[list[bytes], list[dict[str, Any] | N
     return raws, parsed
 
 
-def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | None = None) -> Verification:
+def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | None = None,
+           since_signing: bool = False) -> Verification:
     """Re-hash every published file and walk the chain; the first problem names the first bad entry.
 
     Per position: the ``ledger.jsonl`` line is complete, its hash matches its
@@ -308,7 +326,9 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     after a deleted line every later line is shifted, which says nothing new);
     the entry object is intact and chained; every file it names hashes to what it
     recorded (read by version id where recorded); with ``public_key``, its attestation
-    verifies. Then the anchors, the index, the summaries and files no entry names.
+    verifies (``since_signing``: entries before the first signed one are accepted unsigned, counted in
+    ``unsigned_before_signing``: the key came from the configuration, and signing was switched on later; an unsigned
+    entry after a signed one is always a problem). Then the anchors, the index, the summaries and files no entry names.
     """
     out = Verification(location=store.uri)
     keys = list(store.list(""))
@@ -334,11 +354,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         entry = obj if isinstance(obj, dict) else (line or {})
         files: dict[str, bytes] = {}
         problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
-        if problem is None and public_key is not None:
-            problem = _signature_problem(entry, files, public_key)
-            out.signed += problem is None
-        elif problem is None:
-            problem = _pinned_key_problem(entry, files, out)
+        problem = problem or _key_problem(entry, files, public_key, since_signing, out)
         if problem:
             out.problems.append(Problem(index, f"{describe(entry, index)}: {problem}"))
         prev_obj = entry.get("hash") or prev_obj

@@ -97,11 +97,13 @@ def _run_replays(a: Any, parts: list[Any], chosen: list[int], stored: dict[int, 
 
 
 def _segment_floor(a: Any) -> Any:
-    from auditor.judge.floors import calibration_from_json
-    from auditor.tags import TAG_CALIBRATION
+    """The same-seed floor of the version's newest calibration run whose evidence matches its sha256 param, as the
+    full audit judges by: never the editable ``repro.calibration`` tag (a widened floor there would pass a chain
+    trained on other data)."""
+    from auditor.steps.calibrate import stored_calibrations
 
-    text = a.info.tags.get(TAG_CALIBRATION)
-    return calibration_from_json(text, source=f"{a.info.ref} tag {TAG_CALIBRATION}").same_seed if text else None
+    calibration, _, _ = stored_calibrations(a.session, a.info, [])  # its findings are the comparison step's to make
+    return calibration.same_seed if calibration is not None else None
 
 
 def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: str, workers: int = 1) -> list[RunResult]:

@@ -317,3 +317,37 @@ def test_the_report_partial_renders_the_map_with_the_reports_own_environment(pub
         assert clause.article in html
         for line in clause.not_covered:
             assert line.replace('"', "&#34;").replace("'", "&#39;") in html
+
+
+def test_an_unsigned_manifest_cannot_switch_a_check_off_or_name_another_signer(published, folder, fresh_python):
+    """pack.json and SHA256SUMS are not signed: dropping the run record from pack.json does not stop its check, and
+    the key id the success line names is computed from key.pem, never taken from pack.json (adversarial review)."""
+    record = folder / "run_record.json"
+    doc = json.loads(record.read_text())
+    doc["forged"] = True
+    record.write_text(json.dumps(doc))
+    manifest = json.loads((folder / "pack.json").read_text())
+    manifest.pop("run_record", None)
+    claimed = dict(manifest["key"], keyid="0" * 64)
+    manifest["key"] = claimed
+    (folder / "pack.json").write_text(json.dumps(manifest))
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
+    (folder / "SHA256SUMS").write_bytes(sums(files))
+    edited = verifier_route(fresh_python, folder)
+    assert edited.returncode == 1 and "run_record.json" in edited.stderr, edited.stderr
+    record.unlink()  # and with the record removed too
+    files.pop("run_record.json")
+    (folder / "SHA256SUMS").write_bytes(sums(files))
+    removed = verifier_route(fresh_python, folder)
+    assert removed.returncode == 1 and "run_record.json" in removed.stderr, removed.stderr
+
+
+def test_the_success_line_names_the_key_that_signed(published, folder, fresh_python):
+    manifest = json.loads((folder / "pack.json").read_text())
+    manifest["key"] = dict(manifest["key"], keyid="0" * 64)  # a claim in the unsigned manifest
+    (folder / "pack.json").write_text(json.dumps(manifest))
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
+    (folder / "SHA256SUMS").write_bytes(sums(files))
+    ok = verifier_route(fresh_python, folder)
+    assert ok.returncode == 0, ok.stderr
+    assert "0" * 64 not in ok.stdout and published["keyid"] in ok.stdout

@@ -460,3 +460,34 @@ def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default
         else:  # no key anywhere: the first signed entry's key id is pinned, and the change of key is named
             assert f"signed by key {mallory}" in problem and keyid in problem and doc["pinned_keyid"] == keyid
     get_settings.cache_clear()
+
+
+def test_a_configured_key_accepts_entries_published_before_signing_but_never_an_unsigned_one_after(tmp_path):
+    """A store whose first audits were published unsigned, then signing switched on: the default verify (the
+    configured key) passes, saying so; an unsigned entry published after a signed one still fails."""
+    from auditor.lineage.record import Artifact, Outputs
+    from auditor.registry.memory import MemoryRegistry
+    from tests.fixtures.records import complete_record
+
+    registry = MemoryRegistry.named(f"memory://late-signing-{tmp_path.name}")
+    weights = _weights()
+    record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
+        Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
+    ]))
+    infos = [registry.register_record("m", record, weights=weights) for _ in range(3)]
+    key = tmp_path / "keys" / "signing.pem"
+    attest.generate_key(key)
+    base_env = {"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"), "MLFLOW_TRACKING_URI": registry.uri}
+    unsigned, signed = Settings.from_env(base_env), Settings.from_env({**base_env, "REPRO_SIGNING_KEY": str(key)})
+    for info, date, settings in zip(infos[:2], DATES[:2], (unsigned, signed), strict=True):
+        assert session(settings).audit(info.ref, AuditOptions(date=date)).publish_failure is None
+    configured = attest.configured_public_key(signed)
+    store = open_store(signed.reports)
+    late = verify(store, public_key=configured, anchors=Session(signed).ledger_anchors(signed.reports), since_signing=True)
+    assert late.ok, messages(late)
+    assert (late.unsigned_before_signing, late.signed) == (1, 1)
+    assert not verify(store, public_key=configured, since_signing=False).ok  # an explicit --public-key holds every entry
+    assert session(unsigned).audit(infos[2].ref, AuditOptions(date=DATES[2])).publish_failure is None
+    after = verify(store, public_key=configured, since_signing=True)
+    assert "entry 2" in messages(after) and "is not signed" in messages(after)
+    MemoryRegistry.forget(registry.uri)
