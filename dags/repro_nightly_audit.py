@@ -98,15 +98,18 @@ def repro_nightly_audit() -> None:
 
     @task(trigger_rule="all_done", multiple_outputs=False)
     def publish(sample: dict, results: list[dict], **context) -> dict:
-        """Write the run summary, the coverage page and the index; a sampled model with no result is listed as an error."""
+        """Write the run summary, the coverage page and the index (a sampled model with no result is listed as an error);
+        then fail, without retry, when any model did not reproduce: the run's state is the night's."""
         from auditor.airflow.hooks import task_session
+        from auditor.airflow.operators import night_outcome
 
-        return task_session(context).publish_summary(audit_date(context), sample, list(results))
+        return night_outcome(context, task_session(context).publish_summary(audit_date(context), sample, list(results)))
 
     picks = sample()
     results = audit_each(picks)
-    # the verdicts come last: a red one fails the DAG run (DAG-level alerting), after the night's summary is published
-    publish(picks["sample"], results) >> VerdictOperator.partial().expand(row=results)
+    verdicts = VerdictOperator.partial().expand(row=results)
+    # publish is last and is the night's state: it fails, after publishing, when a model did not reproduce
+    verdicts >> publish(picks["sample"], results)
 
 
 repro_nightly_audit()

@@ -228,3 +228,15 @@ def _published(report: str, settings: Settings) -> tuple[dict[str, str], list[st
     if f"{stem}.json" in present:
         evidence = dict(audit_of(load_evidence(store.read(f"{stem}.json"), source=f"{store.uri}/{stem}.json")).evidence)
     return evidence, present
+
+
+def night_outcome(context: Any, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The night's state, after its summary is published: the summary goes to XCom either way, and the task (the
+    DAG's last) fails without retry when any sampled model did not reproduce (a red verdict, or an audit that
+    failed outright): the DAG run is failed, so DAG-level alerting sees a red night."""
+    red = [row for row in summary.get("audits") or [] if task_outcome(str(row.get("verdict"))) != "success"]
+    if not red:
+        return dict(summary)
+    context["ti"].xcom_push(key="return_value", value=dict(summary))
+    raise AirflowFailException(f"{len(red)} of {len(summary.get('audits') or [])} sampled version(s) did not reproduce: "
+                               + ", ".join(f"{row.get('ref')} {row.get('verdict')}" for row in red[:10]))

@@ -34,11 +34,10 @@ The modules, each importing only those listed before it (no heavy library at imp
 ==========================  ==========================================================================
 """
 
-from auditor.sdk.checkpoints import checkpoint, checkpoint_every, resume, step_done, stop_step
+from auditor.sdk.checkpoints import checkpoint, checkpoint_every, resume, save_model, step_done, stop_step
 from auditor.sdk.env import rebuild_mode
 from auditor.sdk.forms import finish, start, track, tracked
 from auditor.sdk.generated import GeneratedData, generated
-from auditor.sdk.models import save_model
 from auditor.sdk.register import register_model
 from auditor.sdk.run import Run
 

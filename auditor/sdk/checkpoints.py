@@ -146,3 +146,8 @@ def resume(*, model: Any = None, optimizer: Any = None, generators: Sequence[Any
 def stop_step(run: Run | None = None) -> int | None:
     """In a segment replay, the step training stops at (``REPRO_STOP_STEP``); else None."""
     return _stop_step(_current(run))
+
+
+def save_model(model: Any, *, run: Run | None = None) -> Path:
+    """``auditor.save_model(model)``: ``run.save_model(model)`` on the run of the innermost tracked block."""
+    return _current(run).save_model(model)

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from auditor.contract import model_file
 from auditor.digests import bare, sha256_file
 from auditor.lineage.redact import redacted_logger
-
-if TYPE_CHECKING:
-    from auditor.sdk.run import Run
 
 log = redacted_logger(__name__)
 
@@ -60,10 +57,3 @@ def _rule_findings(flavor: str, knobs: dict[str, Any]) -> list[Any]:
     from auditor.flavors.rules import findings
 
     return findings(flavor, knobs)
-
-
-def save_model(model: Any, *, run: Run | None = None) -> Path:
-    """``auditor.save_model(model)``: ``run.save_model(model)`` on the run of the innermost tracked block."""
-    from auditor.sdk.checkpoints import _current
-
-    return _current(run).save_model(model)

@@ -177,9 +177,9 @@ def test_the_nightly_dag_samples_then_maps_audits_then_always_publishes(parsed):
     tasks = nightly["tasks"]
     assert set(tasks) == {"sample", "audit", "verdict", "publish"}
     assert tasks["audit"]["mapped"] and tasks["audit"]["upstream"] == ["sample"]
-    # the verdicts come last, after the night is published: a red one is a leaf that fails the DAG run (alerting)
-    assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit", "publish"]
-    assert tasks["publish"]["upstream"] == ["audit", "sample"]
+    assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit"]
+    # publish is last and is the night's state: it fails (no retry) after publishing when a model did not reproduce
+    assert tasks["publish"]["upstream"] == ["audit", "sample", "verdict"]  # its red ending raises AirflowFailException: no retry
     # A failed audit must not stop the summary that lists it as an error.
     assert tasks["publish"]["trigger_rule"] == "all_done"
 
@@ -304,8 +304,7 @@ def test_every_audit_task_is_bounded_by_three_rebuild_timeouts_links_its_report_
         assert any("repro-audit-reports" in o for o in task["outlets"]), task["outlets"]
         assert set(task["links"]) == {"Audit report", "Model version"}, task["links"]
         verdict = parsed["dags"][dag_id]["tasks"]["verdict"]  # the task whose state is the verdict
-        # the nightly's verdicts wait for the night's summary too (they come last: a red one fails the run)
-        assert verdict["upstream"] == ([task_id, "publish"] if dag_id == "repro_nightly_audit" else [task_id]), f"{dag_id}: {verdict}"
+        assert verdict["upstream"] == [task_id], f"{dag_id}: {verdict}"
         assert verdict["trigger_rule"] == "all_done"  # an audit that failed outright holds back no other verdict
         assert verdict["on_failure"] == 1, f"{dag_id}.verdict mails no one on a non-reproduced verdict"
         assert set(verdict["links"]) == {"Audit report", "Model version"}, verdict["links"]

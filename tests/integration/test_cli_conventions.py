@@ -80,7 +80,7 @@ def _filler(param) -> str:
         return next(iter(_annotation(param))).value
     if _kind(param) == "int":
         return str(max(param.min or 0, 3))
-    if param.name in ("model_ref", "ref"):  # parsed at the door: a filler must be a well-formed reference
+    if param.name in ("model_ref", "ref") or getattr(param.callback, "__name__", "") == "model_ref":  # parsed at the door
         return "models:/m/1"
     return "x"
 
