@@ -67,6 +67,7 @@ class _Audit:
     unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
     segments: Any = None  # judge.result.SegmentReplay, in a segment audit
     lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
+    calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once (a segment audit reads it first)
 
     def failed(self, exc: BaseException) -> None:
         """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
@@ -278,7 +279,9 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     from auditor.steps.calibrate import stored_calibrations
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
-    calibration, evidence, a.calibrations = stored_calibrations(a.session, a.info, a.findings)
+    lookup = a.calibration_lookup or (*stored_calibrations(a.session, a.info, found := []), found)
+    calibration, evidence, a.calibrations, found = lookup
+    a.findings += found
     calibration_text = a.info.tags.get(TAG_CALIBRATION)
     if calibration is not None:
         a.calibration = calibration  # the run's evidence, never the editable tag

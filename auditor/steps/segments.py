@@ -102,7 +102,8 @@ def _segment_floor(a: Any) -> Any:
     trained on other data)."""
     from auditor.steps.calibrate import stored_calibrations
 
-    calibration, _, _ = stored_calibrations(a.session, a.info, [])  # its findings are the comparison step's to make
+    a.calibration_lookup = (*stored_calibrations(a.session, a.info, found := []), found)  # the comparison reuses it
+    calibration = a.calibration_lookup[0]
     return calibration.same_seed if calibration is not None else None
 
 

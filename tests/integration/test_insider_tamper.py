@@ -63,19 +63,26 @@ def crashing(spec, evaluating):
     return RunOutcome(exit_code=1, wall_s=0.01, log="Traceback: boom\n", log_path=spec.output_dir / "log")
 
 
-@pytest.fixture()
-def signed(tmp_path):
-    """Three audits of model m published with a signing key: v1 NOT_REPRODUCIBLE, v2 and v3 reproduced."""
+def _registry_of_three(name: str):
+    """An in-memory registry holding three versions of model m, each with the same complete record and weights."""
     from auditor.lineage.record import Artifact, Outputs
     from auditor.registry.memory import MemoryRegistry
     from tests.fixtures.records import complete_record
 
-    registry = MemoryRegistry.named(f"memory://tamper-{tmp_path.name}")
+    registry = MemoryRegistry.named(f"memory://{name}")
     weights = _weights()
     record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
         Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
     ]))
-    infos = [registry.register_record("m", record, weights=weights) for _ in range(3)]
+    return registry, [registry.register_record("m", record, weights=weights) for _ in range(3)]
+
+
+@pytest.fixture()
+def signed(tmp_path):
+    """Three audits of model m published with a signing key: v1 NOT_REPRODUCIBLE, v2 and v3 reproduced."""
+    from auditor.registry.memory import MemoryRegistry
+
+    registry, infos = _registry_of_three(f"tamper-{tmp_path.name}")
     key_path = tmp_path / "keys" / "signing.pem"
     public_path, keyid = attest.generate_key(key_path)
     settings = Settings.from_env({
@@ -465,16 +472,9 @@ def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default
 def test_a_configured_key_accepts_entries_published_before_signing_but_never_an_unsigned_one_after(tmp_path):
     """A store whose first audits were published unsigned, then signing switched on: the default verify (the
     configured key) passes, saying so; an unsigned entry published after a signed one still fails."""
-    from auditor.lineage.record import Artifact, Outputs
     from auditor.registry.memory import MemoryRegistry
-    from tests.fixtures.records import complete_record
 
-    registry = MemoryRegistry.named(f"memory://late-signing-{tmp_path.name}")
-    weights = _weights()
-    record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
-        Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
-    ]))
-    infos = [registry.register_record("m", record, weights=weights) for _ in range(3)]
+    registry, infos = _registry_of_three(f"late-signing-{tmp_path.name}")
     key = tmp_path / "keys" / "signing.pem"
     attest.generate_key(key)
     base_env = {"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"), "MLFLOW_TRACKING_URI": registry.uri}
