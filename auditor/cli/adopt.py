@@ -1,0 +1,81 @@
+"""``repro-audit adopt``: assess versions trained without the SDK, and attach what their owners supply.
+
+    repro-audit adopt models:/NAME/V                  assess one version, publish the assessment (signed, ledgered)
+    repro-audit adopt --assess-only [--models PAT]   assess every version: nothing rebuilt, nothing written
+    repro-audit adopt models:/NAME/V --data train=STORE@ID [--image REF@DIGEST] [--seed N]
+                                                     attach a record supplied after training (signed), then assess
+
+An assessment's verdict is LINEAGE_INSUFFICIENT (exit 1): it is never a pass, because nothing was rebuilt.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from auditor.cli import app
+from auditor.cli.models import JSON_HELP, TRACKING_HELP, _progress, open_session
+from auditor.cli.output import console, emit_json
+from auditor.cli.params import logical_date, model_ref
+from auditor.errors import EXIT_OK, BadInput
+from auditor.outcomes import Verdict
+from auditor.settings import REPORTS
+from auditor.uris import REF_HELP
+
+
+@app.command("adopt")
+def adopt_cmd(
+    ref: str = typer.Argument(None, callback=model_ref, help=f"the version to assess: {REF_HELP}"),
+    assess_only: bool = typer.Option(False, "--assess-only", help="assess every registered version; write nothing"),
+    models: str = typer.Option(None, "--models", help="with --assess-only: a shell pattern on NAME or NAME/VERSION"),
+    data: list[str] = typer.Option(None, "--data", help="NAME=STORE@ID: an input pinned by content id, supplied after training (repeat)"),
+    image: str = typer.Option(None, "--image", help="REF@sha256:DIGEST: the image it was trained in, supplied after training"),
+    seed: int = typer.Option(None, "--seed", help="the integer seed it was trained with, supplied after training"),
+    date: str = typer.Option(None, "--date", callback=logical_date, help="the assessment's date (default: today, UTC)"),
+    no_publish: bool = typer.Option(False, "--no-publish", help="assess one version without publishing it"),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
+    reports: str = typer.Option(None, "--reports", help=f"reports location (default: {REPORTS.name})"),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """Assess the lineage of versions logged with plain MLflow: each input pinned, named but mutable, or missing."""
+    if assess_only == bool(ref):
+        raise BadInput("give one version (models:/NAME/VERSION) or --assess-only, not both and not neither",
+                       hint="repro-audit adopt --assess-only, or repro-audit adopt models:/NAME/VERSION")
+    supplying = bool(data) or image is not None or seed is not None
+    if assess_only and supplying:
+        raise BadInput("--data, --image and --seed attach a record to one version; --assess-only takes none",
+                       hint="repro-audit adopt models:/NAME/VERSION --data train=STORE@ID")
+    session = open_session(tracking_uri=tracking_uri, reports=reports)
+    out = console()
+    if assess_only:
+        with _progress(not json_out) as progress:
+            sweep = session.adopt_all(models=models, progress=progress)
+        if json_out:
+            emit_json({"versions": len(sweep.rows), "seconds": round(sweep.seconds, 3), "counts": sweep.counts,
+                       "rows": [{k: r[k] for k in ("ref", "verdict", "classes")} for r in sweep.rows]})
+        else:
+            out.print(f"{len(sweep.rows)} versions assessed in {sweep.seconds:.1f} s (lineage only: nothing rebuilt, "
+                      "nothing written)", markup=False, highlight=False)
+            for section, by_class in sorted(sweep.counts.items()):
+                shown = ", ".join(f"{n} {klass}" for klass, n in sorted(by_class.items()))
+                out.print(f"  {section}: {shown}", markup=False, highlight=False)
+        raise typer.Exit(Verdict.LINEAGE_INSUFFICIENT.exit_code if sweep.rows else EXIT_OK)
+    attached = None
+    if supplying:
+        attached = session.adopt_attach(ref, data=data or [], image=image, seed=seed)
+    with _progress(not json_out) as progress:
+        assessed = session.adopt(ref, date=date, publish=not no_publish, progress=progress)
+    code = assessed.result.verdict.exit_code
+    if json_out:
+        emit_json({**assessed.row, "supplied": attached, "exit_code": code})
+        raise typer.Exit(code)
+    out.print(f"{assessed.ref}: {assessed.result.verdict.value} (lineage recovered from MLflow metadata; nothing rebuilt)",
+              markup=False, highlight=False)
+    for f in assessed.result.findings:
+        fix = "" if f.severity == "warning" else f"\n      fix: {f.hint}"
+        out.print(f"  {f.path}: {f.message}{fix}", markup=False, highlight=False, soft_wrap=True)
+    if attached:
+        out.print(f"  supplied after training by {attached['responsible_person']}: {attached['record']}", markup=False,
+                  highlight=False, soft_wrap=True)
+    if assessed.report:
+        out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
