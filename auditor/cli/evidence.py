@@ -10,7 +10,7 @@ import typer
 from auditor.cli import app
 from auditor.cli.output import console, emit_json
 from auditor.errors import Findings
-from auditor.settings import REPORTS, SIGNING_KEY
+from auditor.settings import LEDGER_ANCHOR, REPORTS, SIGNING_KEY
 
 if TYPE_CHECKING:
     from auditor.report.verify import Anchor, Verification
@@ -75,7 +75,9 @@ def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str,
         "signed": result.signed if signatures_checked else None,
         "pinned_keyid": None if signatures_checked else result.pinned_keyid,
         "unsigned_before_signing": result.unsigned_before_signing,
+        "key_rotations": result.rotations,
         "anchors": result.anchored,
+        "anchor_sources": result.anchor_sources if result.anchored is not None else None,
         "first_bad_entry": result.first.seq if result.first else None,
         "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
     }
@@ -92,7 +94,7 @@ def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -
                   f"{result.pinned_keyid}, the first one's (pass --public-key to check them)")
     else:
         signed = "; signatures NOT checked: no entry is signed and no public key was given or configured"
-    anchored = f"; {result.anchored} MLflow anchors match" if anchors is not None else "; anchors not compared"
+    anchored = "; " + _anchors_checked(result) if anchors is not None else "; anchors not compared"
     console().print(
         f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
         + signed + anchored,
@@ -101,13 +103,42 @@ def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -
     )
 
 
+def _anchors_checked(result: Verification) -> str:
+    """``3 MLflow anchors match, 3 anchors in the second anchor s3://… match``: each anchor source verify compared."""
+    parts = [f"{count} MLflow anchors match" if source.startswith("MLflow") else f"{count} anchors in {source} match"
+             for source, count in result.anchor_sources.items()]
+    second = any(not source.startswith("MLflow") for source in result.anchor_sources)
+    return ", ".join(parts or ["0 MLflow anchors match"]) + ("" if second else f" (no second anchor configured: {LEDGER_ANCHOR.name})")
+
+
 def _print_more_problems(result: Verification) -> None:
     """The problems after the first (which the error names), up to ``_SHOWN`` in all, then a count."""
     out = console()
+    if result.anchored is not None:
+        out.print(f"  anchors checked: {_anchors_checked(result)}", markup=False, soft_wrap=True)
     for problem in result.problems[1:_SHOWN]:
         out.print(f"  also: {problem}", markup=False, soft_wrap=True)
     if len(result.problems) > _SHOWN:
         out.print(f"  … and {len(result.problems) - _SHOWN} more", markup=False)
+
+
+@evidence_app.command("rotate")
+def rotate_cmd(
+    old: Annotated[Path, typer.Argument(help="The signing key audits were signed with until now (PEM private key).")],
+    new: Annotated[Path, typer.Argument(help=f"The signing key from now on (PEM private key; point {SIGNING_KEY.name} at it).")],
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="MLflow holding the ledger's anchors (default: MLFLOW_TRACKING_URI).")
+    ] = None,
+) -> None:
+    """Record a signing-key rotation in the ledger, signed by both keys: evidence verify then accepts both."""
+    from auditor.cli.models import open_session
+    from auditor.steps.publish import record_rotation
+
+    session = open_session(tracking_uri=tracking_uri)
+    entry = record_rotation(session, str(old), str(new))
+    rotation = entry["rotation"]
+    console().print(f"recorded ledger entry {entry['seq']}: signing key {rotation['old_keyid']} hands over to "
+                    f"{rotation['new_keyid']}\npoint {SIGNING_KEY.name} at {new}", markup=False, soft_wrap=True)
 
 
 @evidence_app.command("keygen")

@@ -4,8 +4,8 @@ Importing this package imports no MLflow: ``open_registry`` (in ``auditor.regist
 picks the backend (``memory://`` or MLflow) and imports it on demand.
 """
 
-from auditor.registry.base import ModelVersionInfo, RecordMissing, Registry
+from auditor.registry.base import ModelVersionInfo, RecordChanged, RecordMissing, Registry
 from auditor.registry.open import open_registry, registry_scheme
 from auditor.uris import ModelRef, parse_ref
 
-__all__ = ["ModelRef", "ModelVersionInfo", "RecordMissing", "Registry", "open_registry", "parse_ref", "registry_scheme"]
+__all__ = ["ModelRef", "ModelVersionInfo", "RecordChanged", "RecordMissing", "Registry", "open_registry", "parse_ref", "registry_scheme"]

@@ -175,6 +175,25 @@ class RecordMissing(NotFound):
         )
 
 
+class RecordChanged(MalformedRecord):
+    """The version's run record was edited after registration: a forgery until shown otherwise, never unreadable.
+
+    ``registered`` is the digest the version was registered with (an immutable param, or its tag),
+    ``found`` the digest of the record stored now, ``record`` that (edited) record as it parses. ``finding``
+    is the blocking ``record.changed`` finding the audit and ``lineage show`` report: its hint says to
+    investigate and never to re-register (a new registration would adopt the edited record as genuine).
+    """
+
+    HINT = ("investigate who rewrote the record and restore the original from a backup; do not re-register the "
+            "version: a new registration would adopt the edited record as genuine and launder the edit")
+
+    def __init__(self, where: str, why: str, *, registered: str | None, found: str, record: RunRecord) -> None:
+        self.registered, self.found, self.record = registered, found, record
+        message = f"{where}: the run record changed after registration (it was edited, not damaged): {why}"
+        super().__init__(message, hint=self.HINT)
+        self.finding = Finding(code="record.changed", path="record", severity="blocking", message=message, hint=self.HINT)
+
+
 def _iso(at: datetime | str) -> str:
     if isinstance(at, datetime):
         if at.tzinfo is None:
@@ -271,18 +290,13 @@ class Registry(abc.ABC):
         record = RunRecord.from_json(raw, source=where)
         registered = info.record_digest
         if registered is not None and registered != record.digest():
-            raise MalformedRecord(
-                f"{where}: the record's digest is {record.digest()} but {TAG_RECORD_DIGEST} says {registered}; "
-                "the record was changed after registration",
-                hint="treat this version as unreproducible and investigate who rewrote the artifact",
-            )
+            raise RecordChanged(where, f"its digest is {record.digest()} but it was registered with {TAG_RECORD_DIGEST} {registered}",
+                                registered=registered, found=record.digest(), record=record)
         anchored_problem = _params_problem(record, info.run_params)
         if anchored_problem:
-            raise MalformedRecord(
-                f"{where}: the run record changed after registration: {anchored_problem}",
-                hint="MLflow params cannot be overwritten: treat this version as unreproducible and investigate who "
-                     "rewrote the record",
-            )
+            anchored = info.run_params.get(PARAM_RECORD_DIGEST)
+            raise RecordChanged(where, f"{anchored_problem} (MLflow params cannot be overwritten)",
+                                registered=anchored or registered, found=record.digest(), record=record)
         return record, self._load_diff(info.run_id, record, where)
 
     def _load_diff(self, run_id: str, record: RunRecord, where: str) -> str | None:

@@ -268,7 +268,7 @@ class MlflowRegistry(Registry):
             if not create:
                 return None
             try:
-                return self.client.create_experiment(name)
+                return self.client.create_experiment(name, artifact_location=own_artifact_location(self.uri))
             except MlflowException as exc:  # created meanwhile by a concurrent publisher
                 if getattr(exc, "error_code", "") != "RESOURCE_ALREADY_EXISTS":
                     raise
@@ -413,11 +413,36 @@ class MlflowRegistry(Registry):
             shutil.move(local, dest)
         return dest
 
+    def download_served(self, info: ModelVersionInfo, dest: Path) -> Path | None:
+        """The folder ``mlflow.pyfunc.load_model(info.ref)`` loads (the version's LoggedModel: MLmodel, code copy,
+        weights), downloaded to ``dest``; None when the version serves its run's own artifact (``runs:/…``)."""
+        from auditor.tags import TAG_LOGGED_MODEL
+        from auditor.uris import run_artifact_path
+
+        source = info.source or ""
+        if not source or run_artifact_path(source) is not None or not info.run_tags.get(TAG_LOGGED_MODEL):
+            return None
+        import mlflow.artifacts
+
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        with artifact_errors(f"the served model {source} of {info.ref}"):
+            return Path(mlflow.artifacts.download_artifacts(artifact_uri=source, dst_path=str(dest), tracking_uri=self.uri))
+
     # -- writes ------------------------------------------------------------------------
     def _set_version_tags(self, info: ModelVersionInfo, tags: Mapping[str, str]) -> None:
         for key, value in tags.items():
             with mlflow_errors(f"tag {key} on {info.ref}", self.uri):
                 self.client.set_model_version_tag(info.name, info.version, key, value)
+
+
+def own_artifact_location(tracking_uri: str) -> str | None:
+    """Where the audits experiment keeps its runs' artifacts: beside a SQLite database (``<its folder>/artifacts``),
+    never ``./mlruns`` of whatever folder the first audit ran in; a tracking server's own default otherwise."""
+    from auditor.registry.open import sqlite_file
+
+    path = sqlite_file(tracking_uri)
+    return (path.expanduser().resolve().parent / "artifacts").as_uri() if path is not None else None
 
 
 def _alias_items(aliases: Any) -> Iterable[tuple[str, Any]]:

@@ -25,6 +25,7 @@ from auditor.tags import (
     MLFLOW_DATASET_CONTEXT,
     MLFLOW_GIT_COMMIT,
     MLFLOW_GIT_REPO_URL,
+    PARAM_SERVED_MANIFEST,
     TAG_DATA_PREFIX,
     TAG_DATASET_VERSION,
     TAG_DIRTY,
@@ -268,8 +269,28 @@ def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]
             pip_requirements=["torch", "safetensors", "numpy"],
         )
         client.log_model_artifacts(model.model_id, str(folder))
+        # what the version will serve, file by file, in a param nobody can change: the audit holds the LoggedModel to it
+        client.log_param(run_id, PARAM_SERVED_MANIFEST, served_manifest_json(folder))
     client.finalize_logged_model(model.model_id, "READY")
     return model.model_id
+
+
+def served_manifest(folder: Path) -> dict[str, str]:
+    """``{relative path: "sha256:<hex>"}`` of every file under ``folder`` (a LoggedModel's MLmodel, code and weights)."""
+    from auditor.digests import sha256_digest
+
+    return {p.relative_to(folder).as_posix(): sha256_digest(p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def served_manifest_json(folder: Path) -> str:
+    """The manifest as the param holds it (canonical JSON; MLflow caps a param at 6,000 characters)."""
+    from auditor.canonical import canonical_json
+
+    text = canonical_json(served_manifest(folder)).decode()
+    if len(text) > 6000:
+        raise BadInput(f"the LoggedModel at {folder} holds too many files for its manifest param ({len(text)} characters)",
+                       hint="log fewer code paths")
+    return text
 
 
 def _redacted_copy(script: Path, folder: Path) -> Path:

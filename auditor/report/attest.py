@@ -31,6 +31,10 @@ from auditor.settings import SIGNING_KEY, SIGNING_PUBLIC_KEY
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://repro-audit.dev/audit/v1"
+#: the predicate of a calibration's statement (``auditor.report.calibrations``)
+CALIBRATION_PREDICATE_TYPE = "https://repro-audit.dev/calibration/v1"
+#: the predicate of a key rotation, signed by the old key and the new one (``auditor.report.rotation``)
+ROTATION_PREDICATE_TYPE = "https://repro-audit.dev/key-rotation/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 SUFFIX = ".intoto.json"
 _HINT = f"set {SIGNING_KEY.name} to an Ed25519 PEM private key (repro-audit evidence keygen makes one) or a signer URI"
@@ -141,7 +145,7 @@ def _hex(digest: str) -> str:
     return bare(digest)
 
 
-def statement(subjects: dict[str, str], predicate: dict[str, Any]) -> dict[str, Any]:
+def statement(subjects: dict[str, str], predicate: dict[str, Any], *, predicate_type: str = PREDICATE_TYPE) -> dict[str, Any]:
     """An in-toto v1 Statement over ``{name: "sha256:<hex>"}``, checked by the in-toto bindings."""
     from google.protobuf import json_format
     from in_toto_attestation.v1 import statement_pb2
@@ -150,7 +154,7 @@ def statement(subjects: dict[str, str], predicate: dict[str, Any]) -> dict[str, 
     doc = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": _hex(value)}} for name, value in sorted(subjects.items())],
-        "predicateType": PREDICATE_TYPE,
+        "predicateType": predicate_type,
         "predicate": predicate,
     }
     pb = json_format.ParseDict(json.loads(canonical_json(doc)), statement_pb2.Statement())
@@ -167,6 +171,30 @@ def sign(doc: dict[str, Any], key: SigningKey) -> bytes:
     return canonical_json(envelope.to_dict()) + b"\n"
 
 
+def sign_all(doc: dict[str, Any], keys: list[SigningKey]) -> bytes:
+    """The DSSE envelope of ``doc`` signed by every key in ``keys`` (a key rotation carries two signatures)."""
+    from securesystemslib.dsse import Envelope
+
+    envelope = Envelope(canonical_json(doc), PAYLOAD_TYPE, {})
+    for key in keys:
+        envelope.sign(key.signer)
+    return canonical_json(envelope.to_dict()) + b"\n"
+
+
+def key_record(key: Any) -> dict[str, Any]:
+    """A public key as securesystemslib serialises it, with its key id (what a key rotation records of each key)."""
+    return {"keyid": key.keyid, **key.to_dict()}
+
+
+def key_from_record(record: dict[str, Any]) -> Any:
+    """The public key ``key_record`` wrote; its key id is recomputed from the key itself, never taken on trust."""
+    from securesystemslib.signer import SSlibKey
+
+    fields = {k: v for k, v in record.items() if k != "keyid"}
+    probe = SSlibKey.from_dict("probe", dict(fields))
+    return SSlibKey.from_crypto(probe._crypto_key()) if hasattr(probe, "_crypto_key") else probe
+
+
 def envelope_keyids(data: bytes) -> list[str]:
     """The key ids that signed an envelope (not checked)."""
     try:
@@ -175,7 +203,7 @@ def envelope_keyids(data: bytes) -> list[str]:
         return []
 
 
-def payload(data: bytes, *, where: str) -> dict[str, Any]:
+def payload(data: bytes, *, where: str, predicate_type: str = PREDICATE_TYPE) -> dict[str, Any]:
     """The statement inside an envelope, unverified (for reading subjects before or without a key)."""
     try:
         envelope = json.loads(data)
@@ -184,12 +212,14 @@ def payload(data: bytes, *, where: str) -> dict[str, Any]:
         doc = json.loads(base64.b64decode(envelope["payload"], validate=True))
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError):
         raise Findings(f"{where} is not a DSSE envelope") from None
-    if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
+    if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
         raise Findings(f"{where}: its payload is not a repro-audit in-toto statement")
+    if doc.get("predicateType") != predicate_type:  # an audit's signature never stands for a calibration, nor the reverse
+        raise Findings(f"{where}: its statement's predicate type is {doc.get('predicateType')!r}, not {predicate_type}")
     return doc
 
 
-def verify(data: bytes, public_key: Any, *, where: str) -> dict[str, Any]:
+def verify(data: bytes, public_key: Any, *, where: str, predicate_type: str = PREDICATE_TYPE) -> dict[str, Any]:
     """The statement of an envelope whose signature ``public_key`` made; ``Findings`` naming why not."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
@@ -206,7 +236,7 @@ def verify(data: bytes, public_key: Any, *, where: str) -> dict[str, Any]:
             f"{where}: no valid signature by key {public_key.keyid} (signed by {signed_by}): "
             "forged, altered after signing, or signed with another key"
         ) from None
-    return payload(data, where=where)
+    return payload(data, where=where, predicate_type=predicate_type)
 
 
 def subject_digests(doc: dict[str, Any]) -> dict[str, str]:

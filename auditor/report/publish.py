@@ -125,7 +125,9 @@ def _create_or_read(store: BlobStore, key: str, data: bytes) -> tuple[bytes, boo
 
 def refresh(store: BlobStore) -> list[dict[str, Any]]:
     """Rewrite ``ledger.jsonl`` and ``index.html`` from the ledger entries; returns the entries."""
-    return ledger.rewrite(store, also=write_index)
+    from auditor.report.calibrations import audits
+
+    return ledger.rewrite(store, also=lambda s, entries: write_index(s, audits(entries)))
 
 
 _FROM_SETTINGS: Any = object()

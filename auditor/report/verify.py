@@ -27,6 +27,7 @@ from typing import Any
 
 from auditor.errors import Findings, NotFound
 from auditor.report import attest
+from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE
 from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, sha256_of
 from auditor.settings import REPORTS
@@ -45,6 +46,15 @@ class Anchor:
     head: str
     where: str  # e.g. "MLflow run 3fa… (param repro.ledger.head)"
     entry_version: str | None = None  # on a versioned bucket: the entry object's version id
+    source: str = "MLflow"  # which anchor holds it: each source must anchor every entry on its own
+
+
+class Anchors(list):
+    """The anchors of one ledger, and every source that was asked (a source holding none still counts)."""
+
+    def __init__(self, items: Any = (), *, sources: list[str] | None = None) -> None:
+        super().__init__(items)
+        self.sources = list(sources or [])
 
 
 @dataclass
@@ -70,7 +80,9 @@ class Verification:
     pinned_keyid: str | None = None  # without a key: the key id of the first signed entry, every later one held to it
     unsigned_before_signing: int = 0  # entries published before signing was configured (accepted with a configured key)
     seen_signed: bool = False  # an entry with an attestation was met (an unsigned one after it is never "before signing")
+    rotations: int = 0  # recorded key rotations that verified (signed by both keys they name)
     anchored: int | None = None  # anchors compared (None: no anchors were given)
+    anchor_sources: dict[str, int] = field(default_factory=dict)  # each anchor source checked, and its anchors
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -96,8 +108,10 @@ def _read_part(store: BlobStore, part: dict[str, Any]) -> bytes | None:
 def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, bytes]) -> str | None:
     for label in _PARTS:
         part = entry.get(label) or {}
-        if label == "attestation" and not part:
-            continue
+        if (label == "attestation" or (label == "report" and is_calibration(entry))) and not part:
+            continue  # a calibration publishes its evidence (and its attestation), no report
+        if label in ("report", "evidence") and entry.get("kind") == "key_rotation":
+            continue  # a key rotation publishes its signed statement only
         key = part.get("key")
         if not key:
             return f"has no {label} key"
@@ -112,11 +126,50 @@ def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, by
     return None
 
 
+def _rotations(store: BlobStore, objects: dict[int, bytes], public_key: Any) -> tuple[list[tuple[int, Any]], dict[int, str]]:
+    """Walk the recorded key rotations back from ``public_key``: ([(seq, the key held before it)], newest first) and
+    the rotations that move nothing, with why (signed by one key only, or to a key not held at that point)."""
+    from auditor.report.rotation import accepted, is_rotation
+
+    boundaries: list[tuple[int, Any]] = []
+    problems: dict[int, str] = {}
+    holder = public_key
+    for seq in sorted(objects, reverse=True):
+        entry = _load_object(objects[seq])
+        if not isinstance(entry, dict) or not is_rotation(entry):
+            continue
+        data = _read_part(store, entry.get("attestation") or {}) if (entry.get("attestation") or {}).get("key") else None
+        old, why = accepted(entry, data, holder)
+        if old is not None:
+            boundaries.append((seq, old))
+            holder = old
+        else:
+            problems[seq] = why or (f"it rotates key {(entry.get('rotation') or {}).get('old_keyid')} to "
+                                    f"{(entry.get('rotation') or {}).get('new_keyid')}, not to the key held at that point "
+                                    f"({holder.keyid}): a rotation the verifying key never accepted")
+    return boundaries, problems
+
+
+def _key_at(seq: int, public_key: Any, boundaries: list[tuple[int, Any]]) -> Any:
+    """The key entry ``seq`` must be signed by: the held key, or the old key of every accepted rotation after it."""
+    key = public_key
+    for boundary, old in boundaries:  # newest first
+        if seq < boundary:
+            key = old
+    return key
+
+
 def _key_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any, since_signing: bool,
-                 out: Verification) -> str | None:
+                 out: Verification, rotation_problem: str | None = None) -> str | None:
     """The entry's signature checked with ``public_key``; without one, held to the pinned first key id."""
+    from auditor.report.rotation import is_rotation
+
     if public_key is None:
         return _pinned_key_problem(entry, files, out)
+    if is_rotation(entry):
+        out.seen_signed = True
+        out.rotations += rotation_problem is None
+        return rotation_problem
     signed = bool((entry.get("attestation") or {}).get("key"))
     if since_signing and not signed and not out.seen_signed:
         out.unsigned_before_signing += 1  # published before signing was configured: accepted, and counted
@@ -129,12 +182,22 @@ def _key_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any
 
 def _pinned_key_problem(entry: dict[str, Any], files: dict[str, bytes], out: Verification) -> str | None:
     """Without a public key, trust on first use: the first signed entry's key id is pinned, and every later entry
-    must be signed by that key id too (an unsigned entry after a signed one, or another key, is a finding: a key
-    rotation is not recorded by this product yet, so a change of key is never silent). Key ids are claims until a
-    public key checks them: the CLI verifies with the configured key whenever there is one."""
+    must be signed by that key id too (an unsigned entry after a signed one, or another key, is a finding), unless a
+    key rotation from the pinned key id, signed by both key ids, is recorded before it (``auditor.report.rotation``).
+    Key ids are claims until a public key checks them: the CLI verifies with the configured key whenever there is one."""
+    from auditor.report.rotation import is_rotation
+
     part = entry.get("attestation") or {}
     data = files.get(part.get("key") or "")
     keyids = attest.envelope_keyids(data) if data is not None else []
+    if is_rotation(entry):  # claims only, like every key id here: the old key is the pinned one, both signed
+        rotation = entry.get("rotation") or {}
+        if out.pinned_keyid not in (None, rotation.get("old_keyid")) or not {rotation.get("old_keyid"), rotation.get("new_keyid")} <= set(keyids):
+            return (f"records a key rotation from {rotation.get('old_keyid')} to {rotation.get('new_keyid')}, but the ledger's "
+                    f"key is {out.pinned_keyid} or the rotation is not signed by both")
+        out.pinned_keyid = rotation.get("new_keyid")
+        out.rotations += 1
+        return None
     if out.pinned_keyid is None:
         if keyids:
             out.pinned_keyid = keyids[0]
@@ -155,11 +218,18 @@ def _signature_problem(entry: dict[str, Any], files: dict[str, bytes], public_ke
     data = files.get(part["key"])
     if data is None:
         return None  # reported as missing or changed already
+    calibration = is_calibration(entry)
     try:
-        doc = attest.verify(data, public_key, where=f"its attestation {part['key']}")
+        doc = attest.verify(data, public_key, where=f"its attestation {part['key']}",
+                            predicate_type=attest.CALIBRATION_PREDICATE_TYPE if calibration else attest.PREDICATE_TYPE)
     except Findings as exc:
         return str(exc)
     subjects = attest.subject_digests(doc)
+    if calibration:
+        mine = entry.get("evidence") or {}
+        if subjects.get(mine.get("key")) != mine.get("sha256"):
+            return f"its attestation does not name its calibration evidence {mine.get('key')} with sha256 {mine.get('sha256')}"
+        return None
     for label in ("report", "evidence"):
         mine = entry.get(label) or {}
         if subjects.get(mine.get("key")) != mine.get("sha256"):
@@ -190,11 +260,29 @@ def _anchored_versions(store: Any, anchors: list[Anchor]) -> list[Problem]:
     return problems
 
 
+def _by_source(anchors: list[Anchor]) -> dict[str, list[Anchor]]:
+    """The anchors grouped by source, every source asked included (a plain list: the sources its anchors name)."""
+    groups: dict[str, list[Anchor]] = {name: [] for name in getattr(anchors, "sources", [])}
+    for anchor in anchors:
+        groups.setdefault(anchor.source, []).append(anchor)
+    return groups
+
+
 def _anchor_problems(entries: list[dict[str, Any]], anchors: list[Anchor]) -> list[Problem]:
+    """Each source on its own: an entry one source anchors is no excuse for another source to have lost it."""
+    groups = _by_source(anchors)
+    if not groups:
+        return _source_problems(entries, [], "MLflow")
+    return [p for source, found in groups.items() for p in _source_problems(entries, found, source)]
+
+
+def _source_problems(entries: list[dict[str, Any]], anchors: list[Anchor], source: str) -> list[Problem]:
     if entries and not anchors:
-        return [Problem(0, (
-            "no anchor outside the reports folder names this ledger: give the MLflow it was published with "
-            "(--tracking-uri), or pass --no-anchors to check the folder alone"))]
+        if source.startswith("MLflow"):
+            return [Problem(0, (
+                f"no anchor outside the reports folder names this ledger ({source} holds none): give the MLflow it was "
+                "published with (--tracking-uri), or pass --no-anchors to check the folder alone"))]
+        return [Problem(0, f"{source} holds no anchor for this ledger: it was published without it, or the anchors were removed")]
     problems = []
     for anchor in sorted(anchors, key=lambda a: a.seq):
         if anchor.seq >= len(entries):
@@ -209,7 +297,7 @@ def _anchor_problems(entries: list[dict[str, Any]], anchors: list[Anchor]) -> li
     for seq, entry in enumerate(entries):
         if seq not in anchored:
             problems.append(Problem(seq, (
-                f"{describe(entry, seq)}: no anchor outside the reports folder names it: it was added by hand, "
+                f"{describe(entry, seq)}: no anchor outside the reports folder names it ({source} has none): it was added by hand, "
                 "or its publish stopped before anchoring (re-run the audit to finish it)")))
     return problems
 
@@ -335,6 +423,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     if not keys:
         raise NotFound(f"nothing is published at {store.uri}", hint=f"give the reports location (default: {REPORTS.name})")
     objects = _entry_objects(store, keys)
+    boundaries, rotation_problems = _rotations(store, objects, public_key) if public_key is not None else ([], {})
     raw_lines, lines = _parse_lines(store)
     named: dict[str, str] = {}
     found_entries: list[dict[str, Any]] = []
@@ -354,18 +443,21 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         entry = obj if isinstance(obj, dict) else (line or {})
         files: dict[str, bytes] = {}
         problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
-        problem = problem or _key_problem(entry, files, public_key, since_signing, out)
+        problem = problem or _key_problem(entry, files, _key_at(index, public_key, boundaries), since_signing, out,
+                                          rotation_problems.get(index))
         if problem:
             out.problems.append(Problem(index, f"{describe(entry, index)}: {problem}"))
         prev_obj = entry.get("hash") or prev_obj
         found_entries.append(entry)
-        by_report[(entry.get("report") or {}).get("key") or ""] = entry
+        if not is_calibration(entry):
+            by_report[(entry.get("report") or {}).get("key") or ""] = entry
         _note_named(named, entry, line or {})
     out.entries = len(raw_lines)
     out.head = lines[-1].get("hash") if lines and lines[-1] else None
     out.reports = sum(1 for k in keys if k in named)
     if anchors is not None:
         out.anchored = len(anchors)
+        out.anchor_sources = {source: len(found) for source, found in _by_source(anchors).items()}
         out.problems.extend(_anchor_problems(found_entries, anchors))
         out.problems.extend(_anchored_versions(store, anchors))
     out.problems.extend(_index_problems(store, keys, found_entries))
@@ -434,10 +526,10 @@ def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, A
     from auditor.report.index import COVERAGE_FILE, render_index
 
     if INDEX_FILE not in keys:
-        return [Problem(None, f"{INDEX_FILE} is missing")] if entries else []
+        return [Problem(None, f"{INDEX_FILE} is missing")] if audits(entries) else []
     # the index links the coverage page when one is published (``report coverage --write``, ``nightly``)
     coverage_href = COVERAGE_FILE if COVERAGE_FILE in keys else None
-    if store.read(INDEX_FILE) != render_index(entries, coverage_href=coverage_href).encode("utf-8"):
+    if store.read(INDEX_FILE) != render_index(audits(entries), coverage_href=coverage_href).encode("utf-8"):
         return [Problem(None, f"{INDEX_FILE} differs from what the ledger entries render to: it was edited")]
     return []
 

@@ -7,6 +7,8 @@ artifacts, status), names MLflow refuses are made safe up front, and a changed a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from auditor.errors import Findings
@@ -52,3 +54,81 @@ def test_an_anchor_with_other_values_is_a_finding_not_overwritten(registry):
     _log(registry)
     with pytest.raises(Findings, match="repro.ledger.head"):
         _log(registry, params={**PARAMS, "repro.ledger.head": "sha256:" + "cd" * 32})
+
+
+# -- end to end: an audit published into a real MLflow that refuses its anchor once ------------------------------------
+
+def mlflow_world(tmp_path, template, **env):
+    """A real MLflow (SQLite, copied from the session's template) holding ``versions`` versions of model m, each with
+    the same complete record and weights, and audit settings over it (``env`` added). The rebuilds are the fake
+    runner of tests/unit/test_audit_outcomes.py: what is tested is publishing and anchoring, not training."""
+    import hashlib
+    import shutil
+
+    from auditor.lineage.record import Artifact, Outputs
+    from auditor.settings import Settings
+    from tests.fixtures.mlflow import seed_version
+    from tests.fixtures.records import complete_record
+    from tests.unit.test_audit_outcomes import METRICS, _weights
+
+    db = tmp_path / "mlflow" / "mlflow.db"
+    db.parent.mkdir(parents=True)
+    shutil.copyfile(template, db)
+    uri = f"sqlite:///{db}"
+    weights = _weights()
+    record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
+        Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
+    ]))
+    versions = [seed_version(uri, "m", record, weights=weights) for _ in range(2)]
+    settings = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"),
+                                  "MLFLOW_TRACKING_URI": uri, **env})
+    return settings, [f"models:/m/{v}" for v in versions]
+
+
+def test_mlflow_refusing_the_anchor_once_then_a_rerun_completes_it_and_verify_passes(tmp_path, _mlflow_sqlite_template,
+                                                                                     capsys, monkeypatch):
+    """Acceptance 3: the audits experiment is deleted (MLflow then refuses every run in it: INVALID_STATE), so the
+    report is published and its anchor refused: exit 3 (infrastructure, retry), not 2. Restored, the same audit
+    re-run completes the anchor; evidence verify passes; the exit codes are the table's (auditor.errors.EXIT_CODES)."""
+    from mlflow import MlflowClient
+
+    from auditor.cli import main
+    from auditor.errors import EXIT_CODES, InfrastructureError, Meaning, exit_code
+    from auditor.outcomes import Verdict
+    from auditor.settings import get_settings
+    from auditor.steps import AuditOptions
+    from tests.integration.test_insider_tamper import session
+
+    settings, refs = mlflow_world(tmp_path, _mlflow_sqlite_template)
+    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    experiment = MlflowRegistry(settings.tracking_uri)._experiment(settings.audit_experiment, create=True)  # as publishing makes it
+    client.delete_experiment(experiment)
+    options = AuditOptions(date="2026-09-01", audit_run="cli", runner="process")
+    first = session(settings).audit(refs[0], options)
+    assert isinstance(first.publish_failure, InfrastructureError), first.publish_failure
+    assert "not anchored in MLflow" in str(first.publish_failure) and "re-run the same audit" in first.publish_failure.hint
+    assert exit_code(first.publish_failure) == EXIT_CODES[Meaning.INFRASTRUCTURE] == 3
+    for key, value in {"MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_REPORTS": settings.reports,
+                       "REPRO_HOME": str(settings.home)}.items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "verify", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert done.value.code == EXIT_CODES[Meaning.FINDINGS] == 1
+    assert "no anchor outside the reports folder names this ledger" in doc["problems"][0]["message"]
+
+    client.restore_experiment(experiment)
+    again = session(settings).audit(refs[0], options)
+    assert again.publish_failure is None and again.skipped  # the stored evidence, finished: not audited twice
+    assert exit_code(again.result.verdict.value) == EXIT_CODES[Verdict.REPRODUCED_BITWISE.value] == 0
+    runs = client.search_runs([experiment])
+    assert len(runs) == 1 and runs[0].data.params["repro.ledger.seq"] == "0" and runs[0].info.status == "FINISHED"
+    # the audits experiment keeps its artifacts beside the database, never in ./mlruns of the folder that ran first
+    assert client.get_experiment(experiment).artifact_location == (tmp_path / "mlflow" / "artifacts").as_uri()
+    assert runs[0].info.artifact_uri.startswith((tmp_path / "mlflow" / "artifacts").as_uri())
+    with pytest.raises(SystemExit) as done:
+        main(["evidence", "verify", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert done.value.code == 0 and doc["ok"] and doc["anchors"] == 1, doc
+    get_settings.cache_clear()
