@@ -105,3 +105,15 @@ def knobs(model: Any) -> dict[str, Any]:
 
 def predict(model: Any, x: Any) -> np.ndarray:
     return np.asarray(model.predict(np.asarray(x), prediction_type="RawFormulaVal"))
+
+
+def scores(model: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(RawFormulaVal, score): a classifier's probability of the positive class (all classes for multi-class),
+    a regressor's prediction."""
+    x = np.asarray(x)
+    raw = np.asarray(model.predict(x, prediction_type="RawFormulaVal"))
+    loss = str(model.get_all_params().get("loss_function", ""))
+    if loss in ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll"):
+        proba = np.asarray(model.predict(x, prediction_type="Probability"))
+        return raw, (proba[:, 1] if proba.ndim == 2 and proba.shape[1] == 2 else proba)
+    return raw, raw

@@ -120,3 +120,11 @@ def knobs(model: Any) -> dict[str, Any]:
 
 def predict(model: Any, x: Any) -> np.ndarray:
     return np.asarray(booster(model).predict(np.asarray(x), raw_score=True))
+
+
+def scores(model: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(raw score, score) of a Booster or wrapper: the score is LightGBM's default output (a probability for
+    binary objectives, one column per class for multi-class)."""
+    b = booster(model)
+    x = np.asarray(x)
+    return np.asarray(b.predict(x, raw_score=True)), np.asarray(b.predict(x))

@@ -231,3 +231,16 @@ def predict(model: Any, x: Any) -> np.ndarray:
     if hasattr(model, "predict_proba"):
         return np.asarray(model.predict_proba(x))[:, -1]
     return np.asarray(model.predict(x))
+
+
+def scores(model: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(raw, score): ``decision_function`` (else the score) and the positive class's probability for a binary
+    classifier (all classes for multi-class), else ``predict``."""
+    x = np.asarray(x)
+    if hasattr(model, "predict_proba"):
+        proba = np.asarray(model.predict_proba(x))
+        score = proba[:, 1] if proba.ndim == 2 and proba.shape[1] == 2 else proba
+    else:
+        score = np.asarray(model.predict(x))
+    raw = np.asarray(model.decision_function(x)) if hasattr(model, "decision_function") else score
+    return raw, score

@@ -120,3 +120,13 @@ def predict(model: Any, x: Any) -> np.ndarray:
 
 
 __all__ = ["NAME", "Path", "knobs", "load", "normal", "normal_from", "save"]
+
+
+def scores(model: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(raw margin, score) of a Booster or wrapper: the score is XGBoost's default output (a probability for
+    logistic objectives, one column per class for ``multi:softprob``)."""
+    import xgboost
+
+    data = xgboost.DMatrix(np.asarray(x))
+    b = booster(model)
+    return np.asarray(b.predict(data, output_margin=True)), np.asarray(b.predict(data))

@@ -57,3 +57,64 @@ def as_weight_diff(diff: Any, flavor: str) -> tuple[WeightDiff, dict[str, str]]:
                         rel_l2=diff.rel_l2, only_in_a=list(diff.only_in_a), only_in_b=list(diff.only_in_b),
                         mismatched=list(diff.structural), worst=worst)
     return result, evidence
+
+
+#: the metric the decision-flip rate is judged as, beside the run's own metrics
+FLIP_METRIC = "decision_flip_rate"
+
+
+def prediction_evidence(recorded: dict[str, Any], rebuild_dir: Any, *, floor: Any) -> tuple[dict[str, str], Any, str | None]:
+    """The rebuild's scores of the recorded evaluation data, measured at the *recorded* threshold.
+
+    Returns evidence lines, the flip rate as a ``MetricResult`` (None when nothing was scored) and why nothing
+    was (None when it was). The flip rate's band is ``[0, 0]`` (the same-seed floor of a recipe whose reruns are
+    identical, or of one never calibrated: fail closed); a calibration whose same-seed reruns differ measured no
+    flip rate, so then it is reported, not judged (the models' distance is held to that floor). The scores are
+    read with ``allow_pickle=False``: no model and no pickle is ever loaded here.
+    """
+    from pathlib import Path
+
+    from auditor.contract import PREDICTIONS_FILE
+    from auditor.errors import MalformedRecord
+    from auditor.flavors import predictions
+    from auditor.judge.result import Band
+    from auditor.judge.tolerance import check_metric
+
+    if not recorded:
+        why = "not scored: the training script passed no evaluation data (run.save_model(model, eval_data=x_test, threshold=t))"
+        return {"predictions": why}, None, why
+    path = Path(rebuild_dir) / PREDICTIONS_FILE if rebuild_dir is not None else None
+    if path is None or not path.is_file():
+        why = "not scored: the rebuild left no predictions (it was not given the registered model, or saved none)"
+        return {"predictions": why}, None, why
+    try:
+        meta, arrays = predictions.read(path)
+        if meta.get("error"):
+            raise MalformedRecord(f"the rebuild could not score both models: {meta['error']}")
+        threshold = float(recorded["threshold"])
+        found = predictions.compare(arrays, threshold)
+    except (MalformedRecord, KeyError, TypeError, ValueError) as exc:
+        why = f"not scored: {exc}"
+        return {"predictions": why}, None, why
+    lines = {"predictions": f"{found.rows} rows of the recorded evaluation data scored by both models in the rebuild",
+             "predictions.threshold": repr(threshold), "predictions.max_abs_raw_score": repr(found.max_abs_raw),
+             "predictions.max_abs_score": repr(found.max_abs_score), "predictions.flips": str(found.flips),
+             "predictions.decision_flip_rate": repr(found.flip_rate)}
+    result = check_metric(found.flip_rate, None, name=FLIP_METRIC)
+    if meta.get("data_sha256") != recorded.get("data_sha256") or meta.get("rows") != recorded.get("rows"):
+        result.inside = False
+        result.reason = (f"the rebuild scored other evaluation data ({meta.get('rows')} rows, {meta.get('data_sha256')}) "
+                         f"than training recorded ({recorded.get('rows')} rows, {recorded.get('data_sha256')})")
+        lines["predictions.data"] = result.reason
+        return lines, result, None
+    if floor is not None and not floor.bit_identical:
+        result.reason = ("reported, not judged: the same-seed reruns differ and measured no flip rate "
+                         "(the models' distance is held to the same-seed floor)")
+        return lines, result, None
+    band = Band(metric=FLIP_METRIC, lower=0.0, upper=0.0, reference=0.0, direction="lower", declared_by="repro-audit (the same-seed floor)",
+                method="the same-seed floor: identical reruns flip no decision" if floor is not None
+                else "no same-seed floor measured: no decision may flip")
+    judged = check_metric(found.flip_rate, band, name=FLIP_METRIC, registered=0.0)
+    if judged.inside is False:
+        judged.reason = f"{found.flips} of {found.rows} decisions flip at threshold {threshold!r} ({found.flip_rate:.2%}): {judged.reason}"
+    return lines, judged, None

@@ -148,6 +148,6 @@ def stop_step(run: Run | None = None) -> int | None:
     return _stop_step(_current(run))
 
 
-def save_model(model: Any, *, run: Run | None = None) -> Path:
-    """``auditor.save_model(model)``: ``run.save_model(model)`` on the run of the innermost tracked block."""
-    return _current(run).save_model(model)
+def save_model(model: Any, *, eval_data: Any = None, threshold: float = 0.5, run: Run | None = None) -> Path:
+    """``auditor.save_model(model)``: ``run.save_model(model, ...)`` on the run of the innermost tracked block."""
+    return _current(run).save_model(model, eval_data=eval_data, threshold=threshold)

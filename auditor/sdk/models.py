@@ -7,11 +7,12 @@ says what to record. PyTorch modules and state dicts go through ``Run.save_weigh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auditor.contract import model_file
+from auditor.contract import ENV_EVALUATE_WEIGHTS, PREDICTIONS_FILE, model_file
 from auditor.digests import bare, sha256_file
 from auditor.lineage.redact import redacted_logger
 
@@ -57,3 +58,31 @@ def _rule_findings(flavor: str, knobs: dict[str, Any]) -> list[Any]:
     from auditor.flavors.rules import findings
 
     return findings(flavor, knobs)
+
+
+def score_predictions(saved: SavedModel, eval_data: Any, threshold: float, rebuild_env: Mapping[str, str] | None) -> dict[str, Any]:
+    """What the artifact records of the evaluation data (``{}`` without any); in an audit's rebuild given the
+    registered model (``REPRO_EVALUATE_WEIGHTS``), also both models' scores on it, left in ``predictions.npz``.
+
+    Both files are loaded by the flavour's safe loader in this (the rebuild's) process. A registered model that
+    cannot be loaded or scored leaves the reason in the file instead: the audit reports it, the training goes on.
+    """
+    if eval_data is None:
+        return {}
+    from auditor.flavors import predictions
+
+    x = predictions.as_matrix(eval_data)
+    meta = predictions.recorded(x, threshold)
+    if rebuild_env is None:
+        return meta
+    # a rebuild: an audit's hands it the registered model (both are scored); a calibration rerun's scores alone
+    # are kept, for the predictive-multiplicity figure (auditor.steps.reruns)
+    registered = rebuild_env.get(ENV_EVALUATE_WEIGHTS) or None
+    arrays = None
+    try:
+        arrays = predictions.score_both(saved.flavor, registered, saved.path, x)
+    except Exception as exc:  # noqa: BLE001 - the audit reports why the predictions were not scored
+        meta = {**meta, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        log.warning("repro: the registered model and its rebuild could not both be scored: %s", meta["error"])
+    predictions.write(saved.path.parent / PREDICTIONS_FILE, meta, arrays)
+    return meta
