@@ -16,12 +16,13 @@ def demo_cmd(
     root: Path = typer.Option(Path(".repro/demo"), "--root", help="where the demo's registry, data and code live"),
     reports: Path = typer.Option(Path("reports"), "--reports", help="where the reports and index are published"),
 ) -> None:
-    """Train and register versions that show every verdict, calibrate, run the nightly DAG, print the index path."""
+    """Train and register versions that show every verdict (PyTorch, XGBoost and a scikit-learn scorecard), calibrate,
+    run the nightly DAG, print the index path."""
     from rich.markup import escape
 
-    from auditor.demo import run_demo, signing_key_path
+    from auditor.demo import MODEL, run_demo, signing_key_path
     from auditor.report.attest import public_key_path
-    from auditor.settings import tracking_uri_under
+    from auditor.settings import TRACKING_URI, tracking_uri_under
 
     public_key = public_key_path(signing_key_path(root))
     declare_public(public_key, public_key.resolve())  # "its public key: PATH" is our sentence, not a credential
@@ -36,4 +37,7 @@ def demo_cmd(
     key = public_key.resolve()
     tracking = tracking_uri_under(root.resolve())
     out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
+              markup=False, soft_wrap=True)
+    out.print(f"every other command on the demo's registry: export {TRACKING_URI.name}={tracking} "
+              f"(then e.g. repro-audit report coverage, repro-audit lineage show models:/{MODEL}/1)",
               markup=False, soft_wrap=True)

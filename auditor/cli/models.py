@@ -50,22 +50,63 @@ def open_session(**overrides: str | None):
     return Session(settings_with(**overrides))
 
 
-@contextmanager
-def _progress(enabled: bool):
-    """A spinner on a terminal whose text follows the steps' progress (silent under --json).
+STREAM_HELP = "print the trainer's output (redacted) as it runs, each line prefixed '│'"
 
-    When stderr is not a terminal the steps' own stage logs are the progress (timestamped lines
-    on stderr, see ``auditor.cli.output.install_logging``), so the spinner stays off.
+
+@contextmanager
+def _progress(enabled: bool, stream: bool = False):
+    """Progress on stderr (silent under --json): on a terminal, rich's progress line for the step under way and a
+    line with its elapsed time as each step (a rerun) ends; piped, the steps' own stage logs are the progress
+    (timestamped lines, see ``auditor.cli.output.install_logging``). ``stream`` prints the trainer's output too.
     """
+    import time
+
     from auditor.cli.output import stderr_is_terminal
 
-    if not enabled or not stderr_is_terminal():
-        yield lambda _msg: None
-        return
-    from rich.console import Console
+    with _trainer_output(stream):
+        if not enabled or not stderr_is_terminal():
+            yield lambda _msg: None
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Console(stderr=True, highlight=False).status("starting…") as status:
-        yield lambda msg: status.update(msg)
+        columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True, highlight=False), transient=True) as bar:
+            task = bar.add_task("starting…", total=None)
+            started, current = [time.monotonic(), time.monotonic()], ["starting"]
+
+            def step(message: str) -> None:
+                now = time.monotonic()
+                if current[0] != "starting":
+                    bar.console.print(f"✓ {current[0]} ({now - started[1]:.1f} s; {now - started[0]:.0f} s in all)", markup=False)
+                current[0], started[1] = message, now
+                bar.update(task, description=message)
+
+            yield step
+            step("done")
+
+
+@contextmanager
+def _trainer_output(stream: bool):
+    """With ``stream``: the trainer's lines (``auditor.rebuild.runners.TRAINER_OUTPUT``) on stderr while the command runs."""
+    if not stream:
+        yield
+        return
+    import logging
+    import sys
+
+    from auditor.rebuild.runners import TRAINER_OUTPUT
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("  │ %(message)s"))
+    before = TRAINER_OUTPUT.level
+    TRAINER_OUTPUT.addHandler(handler)
+    TRAINER_OUTPUT.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        TRAINER_OUTPUT.removeHandler(handler)
+        TRAINER_OUTPUT.setLevel(before)
 
 
 @app.command("rebuild")
@@ -75,10 +116,11 @@ def rebuild_cmd(
     runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    stream_output: bool = typer.Option(False, "--stream-output", help=STREAM_HELP),
 ) -> None:
     """Rebuild a registered version from its recorded inputs (on-demand rebuild of a historical model)."""
     session = open_session(tracking_uri=tracking_uri)
-    with _progress(not json_out) as progress:
+    with _progress(not json_out, stream_output) as progress:
         result = session.rebuild(model_ref, runner=_runner(runner, session.settings), out_dir=out, progress=progress)
     run = result.first
     summary = {
@@ -108,22 +150,25 @@ def calibrate_cmd(
     runner: RunnerName = typer.Option(None, "--runner", help=RUNNER_HELP, case_sensitive=False),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help="print the bands as JSON"),
+    stream_output: bool = typer.Option(False, "--stream-output", help=STREAM_HELP),
 ) -> None:
     """Measure both noise floors (same-seed and seed-varied reruns); store them with the version."""
     from rich.table import Table
 
     session = open_session(tracking_uri=tracking_uri)
-    with _progress(not json_out) as progress:
+    with _progress(not json_out, stream_output) as progress:
         bands = session.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
                                   runner=_runner(runner, session.settings), progress=progress)
     calibration = bands.calibration
     findings = calibration.findings() if calibration else []
     if json_out:
         emit_json({name: band.model_dump() for name, band in bands.items()})
-        for line in findings:
-            from auditor.cli.output import error
+        import sys
 
-            error(f"finding: {line}")
+        from auditor.cli.output import redact_out
+
+        for line in findings:  # a success: findings and a weak band's warning, never "error:" (stdout stays JSON)
+            sys.stderr.write(redact_out(f"{'warning' if 'weak band' in line else 'finding'}: {line}") + "\n")
         return
     floor = calibration.same_seed if calibration else None
     out = console()
@@ -139,7 +184,7 @@ def calibrate_cmd(
         table.add_row(name, f"{band.lower:.6g}", f"{band.upper:.6g}", f"{band.spread.get('mean', float('nan')):.6g}", f"{band.spread.get('std', float('nan')):.3g}", band.direction)
     out.print(table)
     for line in findings:
-        out.print(f"[bold yellow]finding:[/] {line}")
+        out.print(f"[bold yellow]{'warning' if 'weak band' in line else 'finding'}:[/] {line}")
 
 
 @app.command("audit")
@@ -151,8 +196,10 @@ def audit_cmd(
     date: str = typer.Option(None, "--date", callback=logical_date, help="the audit's logical date YYYY-MM-DD, its id (default: today, UTC)"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-    segments: int = typer.Option(None, "--segments", min=1, help="replay N segments of the checkpoint chain (the last always) instead of all of training"),
+    segments: int = typer.Option(None, "--segments", min=1, help="replay N segments of the checkpoint chain instead of all of training; never fewer than 3 (the first, "
+                                "one interior drawn at random at audit time, the last)"),
     budget: float = typer.Option(None, "--budget", help="replay this fraction of the chain's segments, e.g. 0.1"),
+    stream_output: bool = typer.Option(False, "--stream-output", help=STREAM_HELP),
 ) -> None:
     """Rebuild and judge one version; exit 0 reproduced, 1 out of tolerance or not reproducible, 3 error.
 
@@ -165,16 +212,28 @@ def audit_cmd(
     session = open_session(tracking_uri=tracking_uri)
     options = AuditOptions(date=date, audit_run="cli", reruns=reruns, runner=_runner(runner, session.settings), publish=publish,
                            segments=segments, budget=budget)
-    with _progress(not json_out) as progress:
+    with _progress(not json_out, stream_output) as progress:
         outcome = session.audit(model_ref, options, progress=progress)
     result, failure = outcome.result, outcome.publish_failure
     if failure is not None:  # the audit finished, publishing it failed: the verdict is printed, the publish error decides the exit
         _publish_failed(result, failure, json_out)
     if json_out:
-        emit_json({"verdict": result.verdict.value, "report": outcome.report, "result": result.to_dict()})
+        emit_json({"verdict": result.verdict.value, "report": outcome.report, "result": result.to_dict(), "stored": outcome.skipped})
     else:
+        if outcome.skipped:  # nothing was rebuilt: say so, and how to rebuild
+            _print_stored(model_ref, date)
         _print_audit(result, outcome.report)
     raise typer.Exit(exit_code(result.verdict.value))
+
+
+def _print_stored(ref: str, date: str | None) -> None:
+    from auditor.steps.common import today
+
+    day = date or today()
+    console().print(
+        f"{ref} was already audited for {day}: showing the stored result (nothing was rebuilt). To rebuild anew, audit it "
+        f"without publishing (`repro-audit audit {ref} --no-publish`) or under another date (`--date YYYY-MM-DD`).",
+        markup=False, highlight=False, soft_wrap=True)
 
 
 def _publish_failed(result, failure, json_out: bool) -> None:

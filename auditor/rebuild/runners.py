@@ -11,6 +11,7 @@ everything else (seeds, thread pins) arrives ready-made in ``spec.env``.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -242,12 +243,14 @@ class ProcessRunner:
                     f"cannot start entry point {argv[0]!r} in {spec.cwd}: {exc.strerror}",
                     hint="the recorded code.entrypoint must be runnable from code.subdir",
                 ) from None
+            follower = LogFollower(spec.log_file)
             try:
-                proc.wait(timeout=spec.timeout_s)
+                follower.wait(proc, spec.timeout_s)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 self._stop_group(proc)
             finally:
+                follower.emit(final=True)
                 # Stragglers (workers the script forgot to join) must not outlive the run.
                 _signal_group(proc.pid, signal.SIGKILL)
                 if proc.returncode is None:
@@ -276,3 +279,46 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+#: the trainer's own output, line by line, redacted: not under ``auditor`` so a CLI prints it only when asked
+#: (``--stream-output``); an orchestrator's task log (Airflow's, at INFO) always has it
+TRAINER_OUTPUT = logging.getLogger("repro.trainer")
+
+
+class LogFollower:
+    """Forwards the complete lines a running trainer appends to its log file to ``TRAINER_OUTPUT`` (redacted)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def wait(self, proc: subprocess.Popen, timeout_s: float | None) -> None:
+        """``proc.wait(timeout_s)``, forwarding new lines every half second; raises ``TimeoutExpired`` as it does."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            slice_s = 0.5 if deadline is None else max(min(0.5, deadline - time.monotonic()), 0.0)
+            try:
+                proc.wait(timeout=slice_s)
+                return
+            except subprocess.TimeoutExpired:
+                self.emit()
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    def emit(self, *, final: bool = False) -> None:
+        if not TRAINER_OUTPUT.isEnabledFor(logging.INFO):
+            return
+        from auditor.lineage.redact import redact_text
+
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = b"" if final else lines.pop()
+        for line in lines:
+            if line.strip():
+                TRAINER_OUTPUT.info("%s", redact_text(line.decode("utf-8", "replace").rstrip()))

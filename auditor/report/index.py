@@ -44,10 +44,18 @@ def _audit_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "verdict": str(e.get("verdict")),
             "date": e.get("date") or e.get("published_at") or "",
             "report": (e.get("report") or {}).get("key") or "",
+            "kind": _kind(e),
         }
         for e in entries
     ]
     return sorted(rows, key=_time_order)
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    """``adoption`` for a lineage assessment of a version trained without the SDK (``auditor.adopt``), else ``audit``."""
+    from auditor.adopt.assess import is_assessment
+
+    return "adoption" if is_assessment((entry.get("audit") or {}).get("audit_id"), entry.get("verdict")) else "audit"
 
 
 def _metric_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,15 +83,20 @@ def _time_order(row: dict[str, Any]) -> tuple[Any, ...]:
     return (when is None, when.timestamp() if when is not None else 0.0, not seq_ok, seq if seq_ok else 0)
 
 
+#: a sparkline's size: px per audit, its height and the band edge's line (readable at a glance, a dot per audit)
+_SPARK_STEP, _SPARK_HEIGHT = 14, 44
+_SPARK_MID = _SPARK_HEIGHT / 2
+
+
 def _spark(distances: list[float]) -> dict[str, Any]:
     values = distances[-_SPARK_POINTS:]
     scale = max((abs(v) for v in values), default=0.0) or 1.0
-    step = 6
-    coords = [(i * step + 2, round(14 - 12 * v / scale, 2)) for i, v in enumerate(values)]
+    coords = [(i * _SPARK_STEP + 5, round(_SPARK_MID - (_SPARK_MID - 5) * v / scale, 2)) for i, v in enumerate(values)]
     return {
-        "width": max(len(values) * step + 4, 40),
+        "width": max(len(values) * _SPARK_STEP + 10, 60), "height": _SPARK_HEIGHT, "mid": _SPARK_MID,
         "points": " ".join(f"{x},{y}" for x, y in coords),
         "outside": [c for c, v in zip(coords, values, strict=True) if v > 0],
+        "dots": [(x, y, f"{v:+.3g}") for (x, y), v in zip(coords, values, strict=True)],  # each audit, its distance on hover
     }
 
 
@@ -117,7 +130,7 @@ def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = N
     rows = [
         {
             "seq": r["seq"], "model": r["model"], "version": r["version"], "version_key": _version_key(r["version"]),
-            "audit_id": r["audit_id"], "verdict": r["verdict"], "date": r["date"],
+            "audit_id": r["audit_id"], "verdict": r["verdict"], "date": r["date"], "kind": r["kind"],
             "date_text": _when(r["date"]).strftime("%Y-%m-%d %H:%M") if _when(r["date"]) is not None else r["date"],
             "href": r["report"] if _SAFE_HREF.match(r["report"]) else None,
         }
@@ -143,7 +156,8 @@ def write_index(store: BlobStore, entries: list[dict[str, Any]]) -> None:
 
 # -- inventory coverage: every registered version against the ledger ---------------------------
 COVERAGE_FILE = "coverage.html"
-COVERAGE_ORDER = {"never audited": 0, "overdue": 1, "current": 2, "retired": 3}
+#: "adoption": assessed from plain MLflow metadata (``repro-audit adopt``) but never audited
+COVERAGE_ORDER = {"never audited": 0, "adoption": 1, "overdue": 2, "current": 3, "retired": 4}
 
 
 def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, now: Any, overdue_days: int) -> list[dict[str, Any]]:
@@ -157,25 +171,34 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
     import datetime as dt
 
     last: dict[tuple[str, str], dict[str, Any]] = {}
+    assessed: dict[tuple[str, str], dict[str, Any]] = {}  # adoption assessments: they never count as audits
     for e in entries:
         audit = e.get("audit") or {}
         key = (str(audit.get("model")), str(audit.get("version")))
         when = _when(e.get("date") or e.get("published_at"))
         if when is None:
             continue
-        if key not in last or when >= last[key]["when"]:
+        seen_by = assessed if _kind(e) == "adoption" else last
+        if key not in seen_by or when >= seen_by[key]["when"]:
             report = (e.get("report") or {}).get("key") or ""
-            last[key] = {"when": when, "verdict": str(e.get("verdict")), "href": report if _SAFE_HREF.match(report) else None,
-                         "source": "ledger"}
+            seen_by[key] = {"when": when, "verdict": str(e.get("verdict")),
+                            "href": report if _SAFE_HREF.match(report) else None, "source": "ledger"}
     rows = []
     for v in versions:
         key = (str(v["model"]), str(v["version"]))
         seen = last.get(key)
-        if seen is None and _when(v.get("tag_audit_at")) is not None:
+        from auditor.adopt.assess import is_assessment
+
+        tag_is_assessment = is_assessment(None, v.get("tag_verdict"))
+        if seen is None and _when(v.get("tag_audit_at")) is not None and not tag_is_assessment:
             seen = {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "", "href": None, "source": "registry tag"}
         age = None if seen is None else (now - seen["when"]) / dt.timedelta(days=1)
         if v.get("retired"):  # its owner's mark (tag repro.retired): never sampled, so never overdue
             status = "retired"
+        elif seen is None and (key in assessed or (tag_is_assessment and _when(v.get("tag_audit_at")) is not None)):
+            status = "adoption"
+            seen = assessed.get(key) or {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "",
+                                         "href": None, "source": "registry tag"}
         elif seen is None:
             status = "never audited"
         else:
@@ -213,12 +236,23 @@ def _when(text: Any) -> Any:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def render_coverage(rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str) -> str:
-    """The inventory-coverage page: every registered version, its last audit, overdue and never-audited first."""
+def _check_names() -> dict[str, str]:
+    """The settings the checks below the coverage table name (their one home is ``auditor.settings``)."""
+    from auditor.settings import DEPLOYED_ARTIFACTS, PRODUCTION_ALIASES, RETENTION_YEARS
+
+    return {"PRODUCTION_ALIASES": PRODUCTION_ALIASES.name, "DEPLOYED_ARTIFACTS": DEPLOYED_ARTIFACTS.name,
+            "RETENTION_YEARS": RETENTION_YEARS.name}
+
+
+def render_coverage(rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str,
+                    checks: dict[str, Any] | None = None) -> str:
+    """The inventory-coverage page: every registered version, its last audit, overdue and never-audited first;
+    with ``checks``, the production and retention checks of the same night (``auditor.steps.production``,
+    ``auditor.steps.retention``) below it."""
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in COVERAGE_ORDER}
     return environment().get_template("coverage.html.j2").render(
         rows=rows, counts=counts, overdue_days=overdue_days, as_of=as_of, registry=registry,
-        script_hash=script_hash("index.js"),
+        script_hash=script_hash("index.js"), checks=checks or {}, check_names=_check_names(),
     )
 
 
@@ -228,10 +262,12 @@ COVERAGE_INPUTS = "coverage.json"
 
 
 def write_coverage(store: BlobStore, versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, now: Any,
-                   overdue_days: int, registry: str) -> tuple[str, list[dict[str, Any]]]:
+                   overdue_days: int, registry: str, checks: dict[str, Any] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(Re)write ``coverage.html`` and its inputs (``coverage.json``) in ``store``; returns its key and its rows."""
     inputs = {"versions": versions, "now": now.isoformat(), "overdue_days": overdue_days, "registry": registry,
               "ledger_seq": max((int(e.get("seq", -1)) for e in entries), default=-1)}
+    if checks:
+        inputs["checks"] = checks
     store.write(COVERAGE_INPUTS, json.dumps(inputs, indent=1, sort_keys=True).encode("utf-8"), overwrite=True)
     page, rows = coverage_page(inputs, entries)
     store.write(COVERAGE_FILE, page, overwrite=True)
@@ -246,5 +282,5 @@ def coverage_page(inputs: dict[str, Any], entries: list[dict[str, Any]]) -> tupl
     upto = [e for e in entries if int(e.get("seq", -1)) <= int(inputs["ledger_seq"])]
     rows = coverage(list(inputs["versions"]), upto, now=now, overdue_days=int(inputs["overdue_days"]))
     page = render_coverage(rows, overdue_days=int(inputs["overdue_days"]), as_of=now.strftime("%Y-%m-%d %H:%M UTC"),
-                           registry=str(inputs["registry"]))
+                           registry=str(inputs["registry"]), checks=inputs.get("checks"))
     return page.encode("utf-8"), rows

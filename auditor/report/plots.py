@@ -92,3 +92,57 @@ def metric_svg(metric: MetricResult, index: int) -> Markup | None:
                      f'<text x="{x(tick)}" y="{axis + 13}" font-size="7" font-family="DejaVu Sans, sans-serif" text-anchor="middle">{tick:.{decimals}f}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))  # noqa: S704 - numbers only, see module docstring
+
+
+def _log_axis(values: list[float]) -> tuple[float, float]:
+    """Powers of ten around the positive values (a log axis: floors and distances span orders of magnitude)."""
+    lo = 10 ** (math.floor(math.log10(min(values))) - 1)  # a decade below the least, so the smallest bar has length
+    hi = 10 ** math.ceil(math.log10(max(values)))
+    return lo, max(hi, lo * 100)
+
+
+def floor_svg(diff: Any, floor: dict[str, Any] | None) -> Markup | None:
+    """The rebuild's weight distance against the same-seed floor: per measure (max |Δ|, relative L2) the largest
+    distance between same-seed reruns (green bar), the limit the judge holds a rebuild to (dashed, the floor times
+    its margin) and the rebuild's distance (dot, red beyond the limit). Log axis. None when there is nothing to draw.
+
+    ``diff`` is a ``WeightDiff``; ``floor`` what the report's evidence holds of the judged calibration's floor.
+    """
+    limits = (floor or {}).get("thresholds") or {}
+    rows = []
+    for key, label in (("max_abs", "max |Δ|"), ("rel_l2", "rel L2")):
+        rows.append((label, _num(getattr(diff, key, None)), _num((floor or {}).get(key)), _num(limits.get(key))))
+    positive = [v for row in rows for v in row[1:] if v is not None and v > 0]
+    if not positive or all(row[1] is None for row in rows):
+        return None
+    lo, hi = _log_axis(positive)
+    width, left, right, row_h, top = 461, 62, 447, 26, 6
+    axis = top + row_h * len(rows)
+
+    def x(v: float) -> float:
+        v = min(max(v, lo), hi)  # a zero floor (bit-identical reruns) sits at the axis' left end
+        return left + (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * (right - left)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{axis + 18}" viewBox="0 0 {width} {axis + 18}" '
+             f'class="floor-strip" role="img">']
+    for i, (label, rebuilt, same_seed, limit) in enumerate(rows):
+        y = top + i * row_h + row_h / 2
+        parts.append(f'<text x="0" y="{y + 3:.2f}" font-size="8" font-family="DejaVu Sans, sans-serif">{label}</text>')
+        if same_seed is not None:
+            parts.append(f'<rect x="{left}" y="{y - 6:.2f}" width="{max(x(same_seed) - left, 1.5):.2f}" height="12" fill="{COLORS["band"]}" '
+                         f'stroke="{COLORS["spread"]}" stroke-width="0.6"/>')
+        if limit is not None:
+            parts.append(f'<line x1="{x(limit):.2f}" y1="{y - 9:.2f}" x2="{x(limit):.2f}" y2="{y + 9:.2f}" stroke="{COLORS["spread"]}" '
+                         f'stroke-width="1.4" stroke-dasharray="3,2"/>')
+        if rebuilt is not None:
+            beyond = limit is None or rebuilt > limit
+            parts.append(f'<circle cx="{x(rebuilt):.2f}" cy="{y:.2f}" r="4" fill="{COLORS["outside" if beyond else "inside"]}"/>')
+    parts.append(f'<line x1="{left}" y1="{axis}" x2="{right}" y2="{axis}" stroke="#000" stroke-width="0.8"/>')
+    power = round(math.log10(lo))
+    while 10.0 ** power <= hi * 1.0001:
+        tx = x(10.0 ** power)
+        parts.append(f'<line x1="{tx:.2f}" y1="{axis}" x2="{tx:.2f}" y2="{axis + 3.5}" stroke="#000" stroke-width="0.8"/>'
+                     f'<text x="{tx:.2f}" y="{axis + 13}" font-size="7" font-family="DejaVu Sans, sans-serif" text-anchor="middle">1e{power}</text>')
+        power += 1
+    parts.append("</svg>")
+    return Markup("".join(parts))  # noqa: S704 - numbers and our own two labels only, see module docstring

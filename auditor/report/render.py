@@ -20,6 +20,7 @@ from markupsafe import Markup, escape
 from auditor.digests import sha256_file_raw
 from auditor.report import plots, regmap, view
 from auditor.report.evidence import audit_of
+from auditor.report.headline import WEIGHT_CAUSES, cause
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
 from auditor.tags import TAG_BANDS
 from auditor.uris import visible
@@ -27,8 +28,9 @@ from auditor.uris import visible
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def fmt(value: Any, digits: int = 6) -> str:
-    """Numbers for people: significant digits, text kept as text, None as a dash."""
+def fmt(value: Any, digits: int = 4) -> str:
+    """Numbers for people: four significant digits (the JSON evidence beside the page keeps every digit), text kept
+    as text, None as a dash."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -142,6 +144,11 @@ def render_report(doc: dict[str, Any]) -> str:
         {"metric": m, "svg": plots.metric_svg(m, i)} for i, m in enumerate(audit.metrics)
     ]
     ctx["regmap"] = regmap.for_report(doc)
+    floor = next((c.get("floor") for c in audit.calibrations if c.get("judged") and c.get("floor")), None)
+    ctx["floor"] = floor
+    failed = cause(audit)
+    ctx["weights_failed"] = failed is not None and failed.key in WEIGHT_CAUSES
+    ctx["floor_svg"] = plots.floor_svg(audit.weight_diff, floor) if audit.weight_diff is not None and not audit.weight_diff.identical else None
     return environment().get_template("report.html.j2").render(**ctx)
 
 

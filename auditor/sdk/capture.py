@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from auditor.contract import ENV_DETERMINISTIC, ENV_SEED, check_data_name, data_env_var
 from auditor.errors import BadInput
@@ -49,6 +49,7 @@ def capture_record(
         config, overrides = rebuild_config(env), ()
         forced_seed, forced_deterministic = env_int(env, ENV_SEED), env_flag(env, ENV_DETERMINISTIC)
         run._output_dir = output_dir(env)
+    config, hydra = hydra_config(config)  # an OmegaConf/Hydra config: resolved, with where each value came from
     # The config is resolved once before capture only to learn the seed it may hold.
     resolved = resolve_config(config, overrides, env).resolved
     seed = _first_given(forced_seed, seed, resolved.get("seed"))
@@ -67,7 +68,49 @@ def capture_record(
         env=env,
     )
     run.record, run.diff = captured.record, captured.diff
+    if hydra is not None and run.record.config is not None:  # the digest covers the values only: sources may be refined
+        known = {k: v for k, v in hydra.sources.items() if k in run.record.config.sources}
+        run.record.config = run.record.config.model_copy(update={"sources": {**run.record.config.sources, **known},
+                                                                 "file": hydra.file})
     return repo
+
+
+class HydraSources(NamedTuple):
+    """Where each value of a Hydra config came from: ``cli`` (a command-line override, or under a config group the
+    command line chose), ``file`` (the composed YAML); and the primary config's name."""
+
+    sources: dict[str, str]
+    file: str | None
+
+
+def hydra_config(config: Any) -> tuple[Any, HydraSources | None]:
+    """An OmegaConf ``DictConfig`` (what ``@hydra.main`` passes) as a plain dict with every interpolation resolved,
+    and its sources from Hydra's overrides; any other config unchanged, with None."""
+    if type(config).__module__.split(".", 1)[0] != "omegaconf":
+        return config, None
+    from omegaconf import OmegaConf
+
+    from auditor.lineage.gather.config import flatten
+
+    plain = OmegaConf.to_container(config, resolve=True, throw_on_missing=True)
+    if not isinstance(plain, dict):
+        raise BadInput("an OmegaConf config must be a mapping (a DictConfig), not a list", hint="pass the cfg @hydra.main gives")
+    chosen: list[str] = []
+    name = None
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            hydra = HydraConfig.get()
+            chosen = [str(o).split("=", 1)[0].lstrip("+~") for o in hydra.overrides.task if "=" in str(o)]
+            name = hydra.job.config_name
+    except ImportError:  # OmegaConf without Hydra: a YAML the script loaded itself
+        pass
+    sources = {}
+    for key in flatten(plain):
+        given = any(key == c or key.startswith(c + ".") for c in chosen)
+        sources[key] = "cli" if given else "file"
+    return plain, HydraSources(sources, f"{name}.yaml" if name else None)
 
 
 def _first_given(*values: Any) -> Any:

@@ -25,9 +25,10 @@ log = redacted_logger(__name__)  # the warnings quote data names and snapshot UR
 class GeneratedData:
     """Data a script makes itself, to be recorded as a snapshot: see ``generated``."""
 
-    def __init__(self, values: Any, store: str | None) -> None:
+    def __init__(self, values: Any, store: str | None, source: str | None = None) -> None:
         self.values = values
         self.store = store
+        self.source = source  # where a download came from (a URL), recorded with its credentials redacted
 
     def write(self, folder: Path) -> Path:
         """Write the data into ``folder`` (arrays as ``.npy``, no pickle; a file or folder copied); returns it."""
@@ -49,7 +50,7 @@ class GeneratedData:
         return folder
 
 
-def generated(*values: Any, store: str | None = None, **named: Any) -> GeneratedData:
+def generated(*values: Any, store: str | None = None, source: str | None = None, **named: Any) -> GeneratedData:
     """Record data the script generates (or downloads) itself as a snapshot: ``data={"train": auditor.generated(x, y)}``.
 
     ``values`` are arrays or tensors (``0.npy``, ``1.npy``, …), a ``TensorDataset``, a mapping of
@@ -60,16 +61,21 @@ def generated(*values: Any, store: str | None = None, **named: Any) -> Generated
     In a rebuild the script generates its data again; the SDK compares it byte for byte with the
     recorded snapshot the audit materialised and warns, naming the files, when the generation did not
     repeat (an unseeded generator). ``run.data_path(name)`` is the snapshot folder in both modes.
+
+    ``source`` is where data the script *downloads* came from (``auditor.generated("data/iris.csv",
+    source=URL)``): recorded (credentials redacted) with a content hash of what was downloaded, so a
+    rebuild whose download differs says "the source changed since training", naming the URL, instead
+    of blaming a generator.
     """
     if values and named:
         raise BadInput("auditor.generated takes positional values or named ones, not both")
     if named:
-        return GeneratedData(dict(named), store)
+        return GeneratedData(dict(named), store, source)
     if len(values) == 1:
-        return GeneratedData(values[0], store)
+        return GeneratedData(values[0], store, source)
     if not values:
         raise BadInput("auditor.generated() was given no data", hint="e.g. auditor.generated(x=x, y=y)")
-    return GeneratedData(list(values), store)
+    return GeneratedData(list(values), store, source)
 
 
 def _arrays(value: Any, prefix: str) -> dict[str, Any]:
@@ -115,12 +121,19 @@ def generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuil
             if not recorded or not Path(recorded).is_dir():
                 raise BadInput(f"rebuild mode: {var} is unset; the audit materialises the recorded snapshot of {name!r} there")
             differ = _differing_files(folder, Path(recorded))
-            if differ:
+            files = ", ".join(differ[:5]) + (" …" if len(differ) > 5 else "")
+            if differ and spec.source:
+                log.warning("repro: the source changed since training: data %r downloaded from %s differs from the recorded "
+                            "snapshot (%s); read it from run.data_path(%r) so a rebuild trains on the recorded bytes",
+                            name, _source(spec.source), files, name)
+            elif differ:
                 log.warning(
                     "repro: generated data %r differs from the recorded snapshot (%s): the script's generation did not "
                     "repeat (seed it, e.g. with a constant seed before auditor.track); the rebuild trains on what it generated",
-                    name, ", ".join(differ[:5]) + (" …" if len(differ) > 5 else ""),
+                    name, files,
                 )
+            if spec.source:  # what this rebuild downloaded, for the audit to hold against training's download
+                return DataRef(kind="path", uri=recorded, source=_source(spec.source), content_hash=folder_digest(folder))
             return DataRef(kind="path", uri=recorded)
         from auditor.settings import snapshot_store_from
         from auditor.snapshots import create_snapshot
@@ -129,8 +142,28 @@ def generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuil
         if "://" not in store:
             store = str(Path(store).resolve())
         info = create_snapshot(folder, store)
+        downloaded = folder_digest(folder) if spec.source else None
     log.info("repro: generated data %r recorded as snapshot %s@%s", name, store, info.id)
+    if spec.source:
+        return DataRef(kind="snapshot", uri=store, version=info.id, source=_source(spec.source), content_hash=downloaded)
     return DataRef(kind="snapshot", uri=store, version=info.id)
+
+
+def _source(url: str) -> str:
+    """A download's URL as recorded: any password or token in it redacted (the one redactor)."""
+    from auditor.lineage.redact import redact_text
+
+    return redact_text(str(url))
+
+
+def folder_digest(folder: Path) -> str:
+    """``sha256:<hex>`` over every file's relative path and bytes, in path order: what a download gave."""
+    from auditor.digests import hasher, sha256_file_raw, spelled
+
+    outer = hasher()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        outer.update(path.relative_to(folder).as_posix().encode() + b"\0" + sha256_file_raw(path))
+    return spelled(outer.hexdigest())
 
 
 def _differing_files(ours: Path, recorded: Path) -> list[str]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 from auditor.errors import BadInput, LineageIncomplete
+from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.sdk.env import rebuild_mode
 from auditor.sdk.run import Run
@@ -38,10 +40,28 @@ def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None
         registry = MlflowRegistry(uri)
         record, diff, run_id = *_record_of_run(registry, run), run
         client = registry.client
-    found = blocking(check(record, diff=diff))
+    findings = check(record, diff=diff)
+    found = blocking(findings)
     if found:
         raise LineageIncomplete(found, subject=f"run {run_id} (not registered as {name!r})")
-    return tracking.register(client, uri, run_id, name, record)
+    version = tracking.register(client, uri, run_id, name, record)
+    announce(name, version, run_id, [f for f in findings if not f.blocking])
+    return version
+
+
+def announce(name: str, version: str | None, run_id: str, warnings: list[Finding], *, stream: TextIO | None = None) -> None:
+    """Say what was registered and every warning the gate computed, by name and with its fix (on stderr, redacted)."""
+    from auditor.lineage.redact import redact_text
+    from auditor.uris import model_uri, visible
+
+    out = stream or sys.stderr
+    lines = [f"repro-audit: registered {visible(model_uri(name, str(version)))} (run {run_id})"]
+    if warnings:
+        lines.append(f"repro-audit: {len(warnings)} warning(s) from the lineage gate (registered anyway; each lowers what an audit can prove):")
+        lines += [f"  - {f.code} ({f.path}): {f.message}\n      fix: {f.hint}" for f in warnings]
+    else:
+        lines.append("repro-audit: the lineage gate found nothing to warn about")
+    print(redact_text("\n".join(lines)), file=out, flush=True)
 
 
 def _check_ended(run: Run) -> None:

@@ -14,7 +14,9 @@ snapshot store; materialising copies the objects under their tracked names.
     create_dvc_snapshot(repo, path, store, *, rev="HEAD", progress=None) -> SnapshotInfo
 
 ``repo`` is a local git+DVC repository; objects that are only in a DVC remote
-must be fetched first (``dvc fetch --rev REV PATH``).
+must be fetched first (``dvc fetch --rev REV PATH``). The repository's default remote is recorded
+(``origin["remote"]``, its objects' root, and each object's URI there as ``source["remote"]``), so another host without
+this cache (a GPU worker) materialises the snapshot from the remote, verified by BLAKE3 as always.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def create_dvc_snapshot(
             cache_dir = os.path.abspath(cache.path)
             listing = Repo.ls(os.fspath(root), rel, rev=commit, recursive=True, dvc_only=True)
             objects = [(item, cache.oid_to_path(item["md5"])) for item in listing if item.get("md5")]
+            remote = _remote(opened)
     except Exception as exc:  # dvc raises NotDvcRepoError, RevError, PathMissingError, SCMError...
         if isinstance(exc, (BadInput, NotFound)):
             raise
@@ -98,14 +101,36 @@ def create_dvc_snapshot(
                 hint="the cache is corrupted: remove the object and dvc fetch/pull it again",
             )
         source = {"uri": "file://" + os.path.abspath(object_path), "md5": md5}
+        if remote is not None:  # where another host (a GPU worker without this cache) fetches the object
+            source["remote"] = remote[1](md5)
         entries.append(Entry(path=check_entry_path(name), size=size, hash=digest, source=source))
         if progress is not None and (done % 64 == 0 or done == len(objects)):
             progress("hashing", done, len(objects))
     origin = {"repo": "file://" + os.fspath(root), "rev": commit, "path": rel, "cache": "file://" + cache_dir}
+    if remote is not None:
+        origin["remote_name"], origin["remote"] = remote[0]
     manifest = Manifest.build(entries, kind=KIND, origin=origin)
     blob = as_store(store)
     sid = put_manifest(manifest, blob)
     return SnapshotInfo(sid, len(manifest.files), manifest.total_bytes, 0, manifest.kind, blob.uri)
+
+
+def _remote(opened):
+    """The repository's default DVC remote: (its name and URL, the URI of an object by md5), or None when it has none.
+
+    DVC 3 keeps objects in a remote as ``<url>/files/md5/<2>/<30>``; only local-path and S3 remotes are fetched
+    by the materialiser (``auditor.snapshots.reference.fetch_sources``), others are recorded and named when lost.
+    """
+    name = (opened.config.get("core") or {}).get("remote")
+    if not name:
+        return None
+    odb = opened.cloud.get_remote_odb(name)
+    scheme = {"local": "file://", "s3": "s3://"}.get(odb.fs.protocol, f"{odb.fs.protocol}://")
+
+    def uri(path: str) -> str:
+        return scheme + (os.path.abspath(path) if scheme == "file://" else path)
+
+    return (name, uri(odb.path)), lambda md5: uri(odb.oid_to_path(md5))
 
 
 __all__ = ["KIND", "create_dvc_snapshot"]

@@ -233,4 +233,25 @@ def origin_problems(manifest: Manifest, *, check_guard: bool = True) -> list[Pro
     return []
 
 
-__all__ = ["KIND", "TAG_PREFIX", "create_iceberg_snapshot", "guard_tag", "origin_problems", "recorded_properties"]
+#: Iceberg's defaults for ``expire_snapshots`` when the table sets none (``history.expire.*``)
+_DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 86_400_000
+_MAX_AGE_PROPERTY = "history.expire.max-snapshot-age-ms"
+
+
+def snapshot_expiry(manifest: Manifest) -> tuple[int | None, bool]:
+    """When an ``expire_snapshots`` honouring the table's ``history.expire.max-snapshot-age-ms`` (default 5 days) may
+    first drop the pinned snapshot, in ms since the epoch (None: it is gone already), and whether it is still the
+    table's current snapshot (kept while it is). Read for ``retention check``; tags and branches are not weighed here
+    (``origin_problems`` says whether the guard's tag still holds it)."""
+    origin = manifest.origin
+    table, snapshot_id = str(origin.get("table")), int(origin.get("snapshot_id", -1))
+    tbl = _load_table(_load_catalog(str(origin.get("catalog", "default")), origin.get("catalog_properties") or {}), table)
+    snapshot = tbl.metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        return None, False
+    max_age = int((tbl.properties or {}).get(_MAX_AGE_PROPERTY) or _DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    return snapshot.timestamp_ms + max_age, tbl.metadata.current_snapshot_id == snapshot_id
+
+
+__all__ = ["KIND", "TAG_PREFIX", "create_iceberg_snapshot", "guard_tag", "origin_problems", "recorded_properties",
+           "snapshot_expiry"]

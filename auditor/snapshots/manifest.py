@@ -191,6 +191,10 @@ def _validate_sources(entries: Iterable[Entry], kind: str, origin: Mapping[str, 
             raise MalformedRecord(f"manifest entry {entry.path!r}: a {kind} snapshot holds its bytes, not sources")
         if not uri.startswith(root) or any(p in ("", ".", "..") for p in uri[len(root) :].split("/")):
             raise UnsafePath(f"manifest entry {entry.path!r}: source {uri!r} is not under {root!r}")
+        remote, remote_root = entry.source.get("remote"), origin.get("remote")
+        if remote is not None and (not isinstance(remote_root, str) or not remote.startswith(remote_root.rstrip("/") + "/")
+                                   or any(p in ("", ".", "..") for p in remote[len(remote_root.rstrip("/")) + 1 :].split("/"))):
+            raise UnsafePath(f"manifest entry {entry.path!r}: remote {remote!r} is not under the recorded remote {remote_root!r}")
         if kind == "s3-reference" and not entry.source.get("version_id"):
             raise MalformedRecord(f"manifest entry {entry.path!r}: a by-reference source needs its version_id")
 

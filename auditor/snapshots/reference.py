@@ -99,6 +99,26 @@ def measure_sources(entries: Sequence[Entry], progress: ProgressFn | None = None
     return hash_sources([e.source or {} for e in entries], progress)
 
 
+def _fetch_remote(uri: str, target: Path) -> str | None:
+    """Copy a content-addressed object (a DVC remote's) to ``target``; why it is lost, or None. The caller verifies it."""
+    if uri.startswith("file://"):
+        try:
+            shutil.copyfile(_local(uri), target)
+            return None
+        except FileNotFoundError:
+            return f"neither the local cache nor the remote holds it ({_local(uri)} does not exist)"
+    if not uri.startswith("s3://"):
+        return f"its remote {uri} is neither a local path nor S3: fetch it with dvc fetch first"
+    bucket, key = split_s3(uri)
+    chunks = S3Store(bucket, "").stream_version(key, None, chunk_size=_CHUNK)
+    if chunks is None:
+        return f"neither the local cache nor the remote holds it ({uri} does not exist)"
+    with open(target, "xb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+    return None
+
+
 def _fetch_one(stores: Mapping[str, S3Store], entry: Entry, target: Path) -> Problem | None:
     source = entry.source or {}
     lost = None
@@ -107,6 +127,8 @@ def _fetch_one(stores: Mapping[str, S3Store], entry: Entry, target: Path) -> Pro
             shutil.copyfile(_local(source["uri"]), target)
         except FileNotFoundError:
             lost = f"{_local(source['uri'])} no longer exists (vacuumed or deleted?)"
+            if source.get("remote"):  # another host: the object from the DVC remote the snapshot recorded
+                lost = _fetch_remote(source["remote"], target)
     else:
         bucket, key = split_s3(source["uri"])
         version = source.get("version_id")

@@ -122,5 +122,5 @@ def test_links_to_mlflow_are_shown_when_the_evidence_has_them_and_only_http():
 def test_the_running_page_header_is_a_css_string_that_cannot_end_the_style():
     assert str(css_string('a"b</style>')) == '"a\\000022b\\00003c\\00002fstyle\\00003e"'
     html = _html(make_audit(name='churn"</style><script>'))
-    style = re.search(r"<style>@page \{ @top-left \{ content: (\"[^\"]*\"); \}", html)
+    style = re.search(r"<style>@media print \{ @page \{ @top-left \{ content: (\"[^\"]*\"); \}", html)
     assert style and "<" not in style.group(1)
