@@ -48,6 +48,12 @@ def compare_cmd(
     out.print(f"{result.candidate} vs {result.incumbent}: {result.words}", markup=False, highlight=False)
     for row in result.metrics:
         out.print(f"  {row.sentence}", markup=False, highlight=False, soft_wrap=True)
+    for ref, spent in sorted(result.cost.items()):
+        how = "stored reruns reused" if spent.get("reused") else "calibrated now"
+        cpu = f", {spent['cpu_s']:.1f} CPU s" if spent.get("cpu_s") is not None else ""
+        wall = f", {spent['wall_s']:.1f} s wall" if spent.get("wall_s") is not None else ""
+        out.print(f"  reruns of {ref}: {result.reruns.get(ref, 0)} seed-varied ({how}{wall}{cpu})", markup=False,
+                  highlight=False, soft_wrap=True)
     for line in result.findings:
         out.print(f"  finding: {line}", markup=False, highlight=False, soft_wrap=True)
     for what, uri in sorted(result.published.items()):

@@ -82,6 +82,8 @@ class Comparison(_Model):
     compared_at: str | None = None
     reruns: dict[str, int] = Field(default_factory=dict)  # seed-varied reruns behind each side, by ref
     calibrated_now: list[str] = Field(default_factory=list)  # refs this comparison had to calibrate first
+    #: what each side's calibration reruns cost, by ref (``auditor.steps.reruns.cost``; stored reruns are reused, not rerun)
+    cost: dict[str, dict[str, Any]] = Field(default_factory=dict)
     findings: list[str] = Field(default_factory=list)
     published: dict[str, str] = Field(default_factory=dict)  # what was written where: comparison, thresholds
 

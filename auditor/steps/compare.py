@@ -90,6 +90,8 @@ def compare(session: Any, candidate_ref: str, incumbent_ref: str, *, reruns: int
     comparison = comparison.model_copy(update={
         "reruns": {candidate.ref: len(cand_cal.seed_varied), incumbent.ref: len(inc_cal.seed_varied)},
         "calibrated_now": [i.ref for i, new in ((candidate, cand_new), (incumbent, inc_new)) if new],
+        "cost": {i.ref: {**(c.cost or {}), "reused": not new}
+                 for i, c, new in ((candidate, cand_cal, cand_new), (incumbent, inc_cal, inc_new))},
         "findings": [f.message for f in [*found, *more]] + [line for c in (cand_cal, inc_cal) for line in c.findings()]})
     if publish:
         comparison = comparison.model_copy(update={"published": _publish(session, comparison, candidate, incumbent)})

@@ -19,22 +19,17 @@ from pathlib import Path
 REGISTRY = "memory://promotion-gate"
 
 GATE = r"""
-import hashlib, json, os
+import json, os
 import pendulum
 
 import auditor.steps
 import auditor.steps.session
-from auditor.lineage.record import Artifact, Outputs
 from auditor.registry.memory import MemoryRegistry
-from tests.fixtures.records import complete_record
-from tests.unit.test_compare import QUALITY, SeedRunner, _weights, prepare
+from tests.unit.test_compare import QUALITY, SeedRunner, prepare, registration
 
 registry = MemoryRegistry.named(os.environ["PROBE_REGISTRY"])
 for i, variant in enumerate(QUALITY):  # v1 incumbent, v2 twin, v3 better, v4 worse
-    base, weights = complete_record(), _weights(QUALITY[variant])
-    record = base.model_copy(update={"seeds": base.seeds.model_copy(update={"seed": 100 + i}), "outputs": Outputs(
-        metrics={"auc": QUALITY[variant]}, artifacts=[Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors",
-        sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))])})
+    record, weights = registration(i, variant)
     registry.register_record("m", record, weights=weights)
 
 class StandInSession(auditor.steps.session.Session):

@@ -101,18 +101,26 @@ def prepare(record, diff, dest, settings):
     return Workspace(root=dest, repo_dir=project, project_dir=project, config_path=dest / "config.json", data_dirs={})
 
 
+def registration(i: int, variant: str):
+    """The record and weights of version ``i + 1`` (``variant``): what the runner trains under its recorded seed
+    (100 + i), so that its same-seed reruns reproduce the registered model, as calibration requires."""
+    base = complete_record()
+    auc = round(QUALITY[variant] + _noise(100 + i), 6)
+    weights = _weights(auc)
+    record = base.model_copy(update={
+        "seeds": base.seeds.model_copy(update={"seed": 100 + i}),
+        "outputs": Outputs(metrics={"auc": auc, "log_loss": round(1 - auc, 6)}, artifacts=[Artifact(
+            name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(),
+            size=len(weights))])})
+    return record, weights
+
+
 @pytest.fixture()
 def world(tmp_path):
     registry = MemoryRegistry.named(f"memory://compare-{tmp_path.name}")
     refs = {}
     for i, variant in enumerate(QUALITY):
-        base = complete_record()
-        weights = _weights(QUALITY[variant])
-        record = base.model_copy(update={
-            "seeds": base.seeds.model_copy(update={"seed": 100 + i}),
-            "outputs": Outputs(metrics={"auc": QUALITY[variant], "log_loss": 1 - QUALITY[variant]}, artifacts=[Artifact(
-                name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(),
-                size=len(weights))])})
+        record, weights = registration(i, variant)
         refs[variant] = registry.register_record("m", record, weights=weights).ref
     settings = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"),
                                   "MLFLOW_TRACKING_URI": registry.uri})
