@@ -15,7 +15,8 @@ settings once, when it runs (the MLflow and S3 Connections over the environment,
 Each audit is two tasks: ``audit`` publishes the report and succeeds whatever the verdict (an
 ERROR with retries left is retried afresh); ``verdict`` after it is the verdict as a state:
 green when reproduced, failed without retry otherwise. ``publish`` runs after them whatever
-they did. Trigger params (``date``, ``max_models``, ``budget_hours``, ``models``) override the
+they did. ``retention`` runs beside them (``repro-audit retention check``): red, without retry, when
+an input of a production model is already lost. Trigger params (``date``, ``max_models``, ``budget_hours``, ``models``) override the
 logical date, the budget and which models are sampled.
 """
 
@@ -105,6 +106,16 @@ def repro_nightly_audit() -> None:
 
         return night_outcome(context, task_session(context).publish_summary(audit_date(context), sample, list(results)))
 
+    @task(multiple_outputs=False)
+    def retention(**context) -> dict:
+        """What of each production or audited version will stop being reproducible, and when (also on the coverage
+        page); fails without retry when an input of a production model is already lost."""
+        from auditor.airflow.hooks import task_session
+        from auditor.airflow.operators import retention_outcome
+
+        return retention_outcome(context, task_session(context).retention())
+
+    retention()
     picks = sample()
     results = audit_each(picks)
     verdicts = VerdictOperator.partial().expand(row=results)

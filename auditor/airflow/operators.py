@@ -230,6 +230,23 @@ def _published(report: str, settings: Settings) -> tuple[dict[str, str], list[st
     return evidence, present
 
 
+def retention_outcome(context: Any, report: Mapping[str, Any]) -> dict[str, Any]:
+    """The retention task's state (``auditor.steps.retention``): its summary goes to XCom either way (counts, not the
+    whole list: the coverage page has that), and the task fails without retry when an input of a production model is
+    already lost: that model can no longer be reproduced, whatever its last verdict."""
+    counts: dict[str, int] = {}
+    for row in report.get("versions") or []:
+        for item in row.get("items") or []:
+            counts[item["status"]] = counts.get(item["status"], 0) + 1
+    summary = {"checked_at": report.get("checked_at"), "years": report.get("years"), "horizon": report.get("horizon"),
+               "versions": len(report.get("versions") or []), "items": counts, "red": list(report.get("red") or [])}
+    if not summary["red"]:
+        return summary
+    context["ti"].xcom_push(key="return_value", value=summary)
+    raise AirflowFailException(f"{len(summary['red'])} input(s) of production model(s) are lost: "
+                               + "; ".join(summary["red"][:10]))
+
+
 def night_outcome(context: Any, summary: Mapping[str, Any]) -> dict[str, Any]:
     """The night's state, after its summary is published: the summary goes to XCom either way, and the task (the
     DAG's last) fails without retry when any sampled model did not reproduce (a red verdict, or an audit that

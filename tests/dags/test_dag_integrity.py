@@ -175,7 +175,8 @@ def test_the_nightly_dag_samples_then_maps_audits_then_always_publishes(parsed):
     assert nightly["catchup"] is False
     assert nightly["max_active_runs"] == 1
     tasks = nightly["tasks"]
-    assert set(tasks) == {"sample", "audit", "verdict", "publish"}
+    assert set(tasks) == {"sample", "audit", "verdict", "publish", "retention"}
+    assert tasks["retention"]["upstream"] == []  # the retention check (issue 32) depends on no audit of the night
     assert tasks["audit"]["mapped"] and tasks["audit"]["upstream"] == ["sample"]
     assert tasks["verdict"]["mapped"] and tasks["verdict"]["upstream"] == ["audit"]
     # publish is last and is the night's state: it fails (no retry) after publishing when a model did not reproduce
