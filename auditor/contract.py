@@ -64,6 +64,8 @@ EVALUATION_STATUS_FILE = "status.json"
 EVALUATION_LOG_FILE = "evaluation.log"
 #: segment replay: the end state a replayed segment leaves at REPRO_STOP_STEP
 CHECKPOINT_FILE = "checkpoint.safetensors"
+#: a tabular model's rebuild: both models' scores on the recorded evaluation data (``auditor.flavors.predictions``)
+PREDICTIONS_FILE = "predictions.npz"
 #: the model artifact of each flavour (``auditor.flavors``): one file, read without executing code;
 #: a rebuild leaves the one its record's artifact names (``WEIGHTS_FILE`` for PyTorch, as before)
 MODEL_FILES = {

@@ -18,6 +18,8 @@ class Verdict(StrEnum):
     REPRODUCED_WITHIN_TOLERANCE = "REPRODUCED_WITHIN_TOLERANCE"
     OUT_OF_TOLERANCE = "OUT_OF_TOLERANCE"
     NOT_REPRODUCIBLE = "NOT_REPRODUCIBLE"
+    #: an adoption assessment (``auditor.adopt``): lineage read from plain MLflow metadata, nothing rebuilt; never a pass
+    LINEAGE_INSUFFICIENT = "LINEAGE_INSUFFICIENT"
     ERROR = "ERROR"
 
     @property
@@ -45,6 +47,7 @@ VERDICTS: dict[Verdict, Meaning] = {
     Verdict.REPRODUCED_WITHIN_TOLERANCE: Meaning(reproduced=True, exit_code=0, task="success"),
     Verdict.OUT_OF_TOLERANCE: Meaning(reproduced=False, exit_code=1, task="fail"),
     Verdict.NOT_REPRODUCIBLE: Meaning(reproduced=False, exit_code=1, task="fail"),
+    Verdict.LINEAGE_INSUFFICIENT: Meaning(reproduced=False, exit_code=1, task="fail"),
     Verdict.ERROR: Meaning(reproduced=False, exit_code=3, task="retry"),
 }
 

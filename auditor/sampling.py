@@ -7,13 +7,15 @@ Order of preference (the reason is kept with each pick, for the summary):
    tier first, then stalest. Always first: nothing a night can hold pushes them out;
 2. *not reproduced last time*: the latest audit before tonight gave OUT_OF_TOLERANCE or
    ERROR (tag ``repro.audit.verdict``), which another night may settle; tier first, then stalest;
-3. *never audited*;
+3. *never audited*; behind them the *unassessed*: never audited nor assessed and registered without a run
+   record (no version tag ``repro.record_digest``: trained with plain MLflow), for which an audit can only say
+   "no run record" until ``repro-audit adopt`` has assessed them;
 4. *stale*: last audited more than ``stale_after_days`` (``REPRO_OVERDUE_DAYS``) before the
    logical date, stalest first; beside them, stalest first, the *known-unreproducible* versions
    (last verdict NOT_REPRODUCIBLE: no run record, a lost or changed input) whose last audit is
    more than ``recheck_unreproducible_days`` (``REPRO_UNREPRODUCIBLE_RECHECK_DAYS``) old: they are
    re-assessed on that slower cadence and otherwise not sampled at all (another night changes
-   nothing for them);
+   nothing for them); adoption assessments (last verdict LINEAGE_INSUFFICIENT) take the same slower cadence;
 5. a random draw from the rest, seeded by the logical date, so a rerun for
    the same date picks the same models and another date picks others.
 
@@ -42,6 +44,7 @@ from auditor.tags import (
     TAG_AUDIT_DATE,
     TAG_AUDIT_PREVIOUS_DATE,
     TAG_COST_HOURS,
+    TAG_RECORD_DIGEST,
     TAG_RETIRED,
     TAG_TIER,
     TAG_VERDICT,
@@ -51,6 +54,8 @@ from auditor.uris import model_uri
 DEFAULT_COST_HOURS = 0.25
 #: the verdict of a version known not to reproduce (no run record, a lost or changed input): re-assessed slowly
 KNOWN_UNREPRODUCIBLE = Verdict.NOT_REPRODUCIBLE.value
+#: the verdicts re-checked on the slow cadence: known unreproducible, and an adoption assessment (nothing to rebuild yet)
+SLOW_RECHECK = frozenset({KNOWN_UNREPRODUCIBLE, Verdict.LINEAGE_INSUFFICIENT.value})
 
 
 def is_retired(tags) -> bool:
@@ -71,6 +76,7 @@ class Candidate:
     cost_hours: float = DEFAULT_COST_HOURS
     last_verdict: str | None = None  # the verdict of the latest audit (the one on ``last_audit_date``)
     retired: bool = False  # its owner marked it retired (tag ``repro.retired``): never sampled
+    recorded: bool | None = None  # registered with a run record (tag ``repro.record_digest``); None: not known
 
     @property
     def ref(self) -> str:
@@ -94,6 +100,7 @@ class Candidate:
             cost_hours=max(0.0, number(TAG_COST_HOURS, float, DEFAULT_COST_HOURS)),
             last_verdict=tags.get(TAG_VERDICT),
             retired=is_retired(tags),
+            recorded=bool(tags.get(TAG_RECORD_DIGEST)),
         )
 
 
@@ -159,7 +166,7 @@ def _days_between(earlier: str, later: str) -> int:
 
 def _rank(candidates: list[Candidate], date: str, budget: Budget) -> tuple[list[tuple[Candidate, str]], list[tuple[str, str]]]:
     """Every candidate in the order of preference with its reason, and those never sampled tonight (with why)."""
-    must, failed, never, stale, rest = [], [], [], [], []
+    must, failed, never, unassessed, stale, rest = [], [], [], [], [], []
     excluded: list[tuple[str, str]] = []
     serving = {a.lower() for a in budget.production_aliases}
     for c in sorted(candidates, key=lambda c: (c.name, c.version)):
@@ -171,7 +178,7 @@ def _rank(candidates: list[Candidate], date: str, budget: Budget) -> tuple[list[
         elif production or c.tier == 1:
             why = f"serving under alias '{production[0]}'" if production else "materiality tier 1"
             must.append((c.tier or 99, last or "", c, why))
-        elif verdict == KNOWN_UNREPRODUCIBLE:
+        elif verdict in SLOW_RECHECK:
             age = _days_between(c.last_audit_date, date)
             if age > budget.recheck_unreproducible_days:
                 stale.append((c.last_audit_date, c, f"re-assessing: {verdict} on {c.last_audit_date}, "
@@ -181,6 +188,8 @@ def _rank(candidates: list[Candidate], date: str, budget: Budget) -> tuple[list[
                 excluded.append((c.ref, f"known unreproducible ({verdict} on {c.last_audit_date}): next re-assessment {due}"))
         elif verdict:
             failed.append((c.tier or 99, last or "", c, f"not reproduced last time ({verdict} on {c.last_audit_date})"))
+        elif last is None and c.recorded is False:
+            unassessed.append((c, "never assessed: registered without a run record (repro-audit adopt --assess-only)"))
         elif last is None:
             never.append((c, "never audited"))
         elif _days_between(last, date) > budget.stale_after_days:
@@ -190,6 +199,7 @@ def _rank(candidates: list[Candidate], date: str, budget: Budget) -> tuple[list[
     ordered = [(c, why) for _, _, c, why in sorted(must, key=lambda m: (m[0], m[1]))]
     ordered += [(c, why) for _, _, c, why in sorted(failed, key=lambda m: (m[0], m[1]))]
     ordered += never
+    ordered += unassessed
     ordered += [(c, why) for _, c, why in sorted(stale, key=lambda s: s[0])]
     rng = random.Random(int.from_bytes(hashlib.sha256(f"repro-sample:{date}".encode()).digest()[:8], "big"))
     rng.shuffle(rest)

@@ -9,8 +9,12 @@ its sha256 (``checkpoints/<hex>.safetensors``), and the run record lists the cha
 ``checkpoint@<step>`` (``chain(record)`` reads it back), so the record's digest covers every link.
 
 A **segment** runs from one checkpoint to the next (the first from the seeded start of training).
-``pick_segments`` chooses which ones an audit replays, seeded by the audit date, always including the
-last; ``compare_checkpoints`` says whether a replayed end state is the stored one.
+``pick_segments`` chooses which ones an audit replays: always the first (from the seed: the one link no
+stored state can stand in for), one interior segment drawn at random and the last (the minimum sample,
+``minimum_sample``), plus more drawn at random up to the count asked for. The draw is seeded by a value the
+auditor draws at audit time (``draw_seed``), after the chain was registered, so whoever trained the chain
+cannot know which interior segment will be replayed. ``compare_checkpoints`` says whether a replayed end
+state is the stored one; ``chain_edited`` names a chain whose record was edited after registration.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.canonical import canonical_json
-from auditor.digests import bare, sha256_file, sha256_hex
+from auditor.digests import bare, sha256_file, sha256_hex, spelled
 from auditor.errors import BadInput
 
 CHECKPOINT_PREFIX = "checkpoint@"
@@ -90,26 +94,80 @@ def segments(links: Sequence[Link]) -> list[Segment]:
     return out
 
 
-def pick_segments(n: int, *, date: str, salt: str = "", count: int | None = None, budget: float | None = None) -> list[int]:
-    """Which of ``n`` segments an audit replays: seeded by ``date`` (and ``salt``, the record digest), always the last.
+#: what every segment audit replays at least: the first segment (from the seed), one interior segment drawn at
+#: random, and the last (a chain of fewer segments: all of them)
+MINIMUM_SAMPLE = ("the first", "one random interior", "the last")
 
-    ``count`` segments, or ``ceil(budget · n)`` for a budget given as a fraction of the recorded training.
-    """
+
+def minimum_sample(n: int) -> int:
+    """How many of ``n`` segments every audit replays at least (the first, one random interior, the last)."""
+    return min(n, len(MINIMUM_SAMPLE))
+
+
+def draw_seed() -> str:
+    """A fresh seed for the interior draw, drawn at audit time: unknowable when the chain was registered."""
+    import secrets
+
+    return secrets.token_hex(8)
+
+
+def sample_size(n: int, *, count: int | None = None, budget: float | None = None) -> int:
+    """How many of ``n`` segments an audit replays: ``count``, or ``ceil(budget · n)``, never below the minimum sample."""
+    if budget is not None and not 0 < budget <= 1:
+        raise BadInput(f"segment budget {budget} is not a fraction of the training in (0, 1]", hint="pass --budget 0.1")
+    if count is not None and count < 1:
+        raise BadInput(f"--segments {count}: replay at least one segment")
+    wanted = count if count is not None else (max(1, math.ceil(budget * n - 1e-9)) if budget is not None else 0)
+    return min(n, max(wanted, minimum_sample(n)))
+
+
+def pick_segments(n: int, *, seed: str, count: int | None = None, budget: float | None = None) -> list[int]:
+    """Which of ``n`` segments an audit replays: the first, one interior drawn by ``seed``, the last, and more drawn
+    at random up to ``count`` (or ``ceil(budget · n)``); never fewer than ``minimum_sample(n)``."""
     if n <= 0:
         return []
-    if count is None and budget is None:
-        count = 2
-    if budget is not None:
-        if not 0 < budget <= 1:
-            raise BadInput(f"segment budget {budget} is not a fraction of the training in (0, 1]", hint="pass --budget 0.1")
-        count = max(1, math.ceil(budget * n - 1e-9))
-    assert count is not None
-    if count < 1:
-        raise BadInput(f"--segments {count}: replay at least one segment (the last)")
-    count = min(count, n)
-    seed = int.from_bytes(hashlib.sha256(f"repro-audit:segments:{date}:{salt}".encode()).digest()[:8], "big")
-    others = random.Random(seed).sample(range(n - 1), count - 1)
-    return sorted([*others, n - 1])
+    size = sample_size(n, count=count, budget=budget)
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"repro-audit:segments:{seed}".encode()).digest()[:8], "big"))
+    chosen = {0, n - 1}
+    if n > 2:
+        chosen.add(rng.randrange(1, n - 1))
+    rest = [i for i in range(n) if i not in chosen]
+    chosen.update(rng.sample(rest, max(0, size - len(chosen))))
+    return sorted(chosen)
+
+
+def sample_basis(n: int, *, seed: str, drawn: bool, count: int | None, budget: float | None) -> str:
+    """The report's sentence on how the replayed segments were chosen: the seed, who fixed it and when, the minimum."""
+    size = sample_size(n, count=count, budget=budget)
+    asked = count if count is not None else (max(1, math.ceil(budget * n - 1e-9)) if budget is not None else None)
+    who = ("drawn by the auditor at this audit, after the chain was registered, so its trainer could not choose it"
+           if drawn else "given to this audit")
+    raised = f"; {asked} asked for, raised to the minimum" if asked is not None and asked < size else ""
+    return (f"seed {seed} ({who}); the minimum sample is {minimum_sample(n)} of {n} segments "
+            f"({', '.join(MINIMUM_SAMPLE[: minimum_sample(n)]) if n > 2 else 'every segment of so short a chain'}){raised}")
+
+
+def chain_edited(record: Any, earlier: Any = None) -> str | None:
+    """How an edited record's checkpoint chain reads (``record``: the record stored now, edited after registration;
+    ``earlier``: the record an earlier published audit of the version held, when one is known); None: no chain in
+    it, or the chain is the one the earlier evidence held (the edit is elsewhere)."""
+    links = chain(record)
+    if not links:
+        return None
+    before = {link.step: link.digest for link in chain(earlier)} if earlier is not None else None
+    if before:
+        now = {link.step: link.digest for link in links}
+        changed = [f"checkpoint@{step} now {spelled(now[step])[:23]}… (it was {spelled(before[step])[:23]}…)"
+                   for step in sorted(set(now) & set(before)) if now[step] != before[step]]
+        changed += [f"checkpoint@{step} added" for step in sorted(set(now) - set(before))]
+        changed += [f"checkpoint@{step} removed" for step in sorted(set(before) - set(now))]
+        if not changed:
+            return None
+        return ("the checkpoint chain was edited after registration (against the record an earlier published audit of "
+                f"this version held): {'; '.join(changed)}; no segment of an edited chain is replayed")
+    return (f"the checkpoint chain ({len(links)} checkpoints, steps {links[0].step}–{links[-1].step}) is listed by a record "
+            "edited after registration: an edited chain (a checkpoint replaced and the record rewritten to match it) reads "
+            "exactly so, and no earlier evidence of this version says which link changed; no segment of it is replayed")
 
 
 # -- the checkpoint file ----------------------------------------------------------------------------
@@ -304,6 +362,11 @@ def judge_segment(seg: Segment, comparison: Comparison, *, deterministic: bool, 
     if comparison.identical:
         return SegmentCheck(status="pass", summary=f"{seg.steps}: the replayed end state is the stored checkpoint, bit for bit", **common)
     what = ", ".join(comparison.differs[:6]) + (" …" if len(comparison.differs) > 6 else "")
+    from auditor.judge.floors import structure_problems
+
+    other = structure_problems(diff)
+    if other:  # another set of tensors, or another shape or dtype: another model, which no floor allows
+        return SegmentCheck(status="fail", summary=f"{seg.steps}: the replay is another model than the stored checkpoint: {'; '.join(other[:3])}", **common)
     if deterministic:
         return SegmentCheck(status="fail", summary=f"{seg.steps}: the replay of a deterministic recipe differs from the stored checkpoint ({what})", **common)
     if floor is None:
@@ -325,14 +388,16 @@ def segment_verdict(replay: Any, verdict: Any, tiers: dict[str, Any]) -> tuple[A
     if not failed:
         if replay.checks:
             tier = tiers.get("bitwise") or TierResult(name="bitwise", status="skipped", summary="")
-            tiers["bitwise"] = tier.model_copy(update={"details": [*tier.details, f"segment replay: {len(replay.checks)} of {replay.total} segments passed ({replayed})"]})
+            tiers["bitwise"] = tier.model_copy(update={"details": [*tier.details, f"segment replay: {len(replay.checks)} of {replay.total} segments passed ({replayed})",
+                                                                   f"segments chosen by {replay.basis}"]})
         return verdict, tiers
     names = "; ".join(c.steps for c in failed)
     for name in ("statistical", "bitwise"):
         tier = tiers.get(name)
         if tier is None:
             continue
-        update: dict[str, Any] = {"details": [*tier.details, f"segment replay diverged: {names}", *(c.summary for c in failed)]}
+        update: dict[str, Any] = {"details": [*tier.details, f"segment replay diverged: {names}", *(c.summary for c in failed),
+                                              f"segments chosen by {replay.basis}"]}
         if tier.status in ("pass", "skipped"):
             update.update(status="fail", summary=f"segment replay diverged: {names}")
         tiers[name] = tier.model_copy(update=update)

@@ -121,6 +121,12 @@ class Settings:
     reports: str = setting(
         "REPRO_REPORTS", "reports", "where reports, the ledger and the index are published (a path or s3://...)",
     )
+    reports_url: str | None = setting(
+        "REPRO_REPORTS_URL", None,
+        "the web address the reports folder is served at (https://host/reports): MLflow's version and run tags and "
+        "the Airflow links then open a report there; unset: they name its storage location",
+        pattern=r"^https?://[^\s\"'<>]+$",
+    )
     runner: Annotated[Literal["process", "docker"], Lowered] = setting(
         "REPRO_RUNNER", "process", "how a rebuild runs: process or docker",
     )
@@ -162,6 +168,16 @@ class Settings:
         "REPRO_PRODUCTION_ALIASES", ("champion", "live", "prod", "production", "serving"),
         "aliases that mark a version as serving: always sampled (comma list)",
     )
+    deployed_artifacts: Pairs = setting(
+        "REPRO_DEPLOYED_ARTIFACTS", (),
+        "deployed copies to hold to the audited artifact: NAME@ALIAS=URI[|URI...] (s3://bucket/key, file://... or a "
+        "path of the model file a server loads), comma list; checked on the coverage page (production equals documented)",
+    )
+    retention_years: int = setting(
+        "REPRO_RETENTION_YEARS", 10,
+        "years every input of an audited or production version must stay recoverable (EU AI Act Art. 18: 10)",
+        ge=1, le=100,
+    )
 
     # Airflow (read by auditor.airflow in the DAG processor and the task, never by the library).
     notify_email: str | None = setting(
@@ -196,6 +212,12 @@ class Settings:
     audit_experiment: str = setting(
         "REPRO_AUDIT_EXPERIMENT", "repro-audit-audits",
         "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
+    )
+    ledger_anchor: str | None = setting(
+        "REPRO_LEDGER_ANCHOR", None,
+        "a second anchor of the ledger that the MLflow admin does not control: a store (s3://bucket/prefix on an "
+        "Object Lock bucket, or a write-once folder) receiving one write-once object per ledger head; unset: "
+        "MLflow's anchors only",
     )
 
     # Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
@@ -295,6 +317,8 @@ IMAGE_DIGEST = _TOP["image_digest"]
 INSTANCE_TYPE = _TOP["instance_type"]
 REBUILD_BACKEND = _TOP["rebuild_backend"]
 PRODUCTION_ALIASES = _TOP["production_aliases"]
+DEPLOYED_ARTIFACTS = _TOP["deployed_artifacts"]
+RETENTION_YEARS = _TOP["retention_years"]
 NOTIFY_EMAIL = _TOP["notify_email"]
 SMTP_CONN_ID = _TOP["smtp_conn_id"]
 MLFLOW_CONN_ID = _TOP["mlflow_conn_id"]
@@ -304,6 +328,8 @@ SIGNING_KEY = _TOP["signing_key"]
 SIGNING_PUBLIC_KEY = _TOP["signing_public_key"]
 SIGNER = _TOP["signer"]
 AUDIT_EXPERIMENT = _TOP["audit_experiment"]
+REPORTS_URL = _TOP["reports_url"]
+LEDGER_ANCHOR = _TOP["ledger_anchor"]
 MLFLOW_HTTP_RETRIES = _TOP["mlflow_http_retries"]
 MLFLOW_HTTP_TIMEOUT_S = _TOP["mlflow_http_timeout_s"]
 OVERDUE_DAYS = _TOP["overdue_days"]

@@ -31,6 +31,8 @@ TAG_IMAGE_DIGEST = "repro.image_digest"
 TAG_DATA_PREFIX = "repro.data."
 #: run tag: the LoggedModel (pyfunc over the weights) the run logged, which its version is registered from
 TAG_LOGGED_MODEL = "repro.logged_model"
+#: param of a training run: ``{path: sha256}`` of every file of its LoggedModel as logged (what a version serves)
+PARAM_SERVED_MANIFEST = "repro.served.manifest"
 #: the tag on an MLflow dataset input naming the snapshot version it was
 TAG_DATASET_VERSION = "repro.version"
 
@@ -53,6 +55,10 @@ TAG_AUDIT_DATE = "repro.audit.date"
 TAG_AUDIT_PREVIOUS_DATE = "repro.audit.previous_date"
 #: the MLflow run the audit was logged as (in the audits experiment)
 TAG_AUDIT_RUN = "repro.audit.run"
+#: the report's web address, when ``REPRO_REPORTS_URL`` says where the reports folder is served
+TAG_REPORT_URL = "repro.audit.report_url"
+#: version tag prefix: ``repro.audit.tier.<tier>`` = that tier's status in the last audit (short, beside the verdict)
+TAG_AUDIT_TIER_PREFIX = "repro.audit.tier."
 
 # -- params logged at training time (MLflow params cannot be overwritten through the API) ---
 PARAM_RECORD_DIGEST = TAG_RECORD_DIGEST
@@ -80,6 +86,8 @@ AUDIT_RUN_SOURCE = "repro-audit"
 PARAM_LEDGER_LOCATION = "repro.ledger.location"
 PARAM_LEDGER_SEQ = "repro.ledger.seq"
 PARAM_LEDGER_HEAD = "repro.ledger.head"
+#: param: the hash of the ledger's entry 0, which names the ledger wherever its folder is moved
+PARAM_LEDGER_ID = "repro.ledger.id"
 #: param: on a versioned (Object Lock) bucket, the version id of the entry object this head is
 PARAM_LEDGER_ENTRY_VERSION = "repro.ledger.entry_version"
 PARAM_EVIDENCE_SHA256 = "repro.evidence.sha256"

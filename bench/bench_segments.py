@@ -153,7 +153,7 @@ def main() -> None:
             record = registry.load_record(registry.resolve(world.versions[key]))[0]
             dates = [f"trial-{t:03d}" for t in range(args.trials)]
             replayed = {c.index for c in every.segments.checks}
-            picks = [set(segments.pick_segments(n, date=d, salt=record.digest(), count=2)) for d in dates]
+            picks = [set(segments.pick_segments(n, seed=f"{d}:{record.digest()}", count=2)) for d in dates]
             # a trial is decided by the segments replayed for real: any failing one it picks detects; otherwise it
             # must have picked only replayed (passing) segments, or it is not decided and is not counted
             decided = [p for p in picks if p & set(failing) or p <= replayed]

@@ -29,7 +29,7 @@ def show_cmd(
     from auditor.errors import MalformedRecord
     from auditor.lineage.findings import Finding
     from auditor.lineage.gate import blocking, check
-    from auditor.registry import RecordMissing, open_registry
+    from auditor.registry import RecordChanged, RecordMissing, open_registry
 
     registry = open_registry(tracking_uri)
     info = registry.resolve(ref)
@@ -37,7 +37,8 @@ def show_cmd(
     try:
         record, diff = registry.load_record(info)
         findings = check(record, diff=diff)
-    except RecordMissing as exc:
+    except (RecordMissing, RecordChanged) as exc:  # lost, or edited after registration: its own finding
+        record, diff = None, None
         findings = [exc.finding]
     except MalformedRecord as exc:
         # The reference was fine; the version's lineage is what is broken: a finding, not a usage error.

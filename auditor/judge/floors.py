@@ -51,6 +51,8 @@ class FloorRun(_Model):
     seed: int | None = None
     weights_sha256: str | None = None
     metrics: dict[str, Any] = Field(default_factory=dict)
+    #: its decisions on the recorded evaluation rows (``auditor.steps.reruns``: packed, rows, threshold, data_sha256)
+    decisions: dict[str, Any] | None = None
 
 
 class SameSeedFloor(_Model):
@@ -140,7 +142,15 @@ def structure_problems(diff: WeightDiff) -> list[str]:
     """A different set of tensors, or a tensor of another shape or dtype: another model, never a reproduction."""
     lines = [f"only in the registered weights: {n}" for n in diff.only_in_a]
     lines += [f"only in the rebuild: {n}" for n in diff.only_in_b]
-    lines += [f"shape or dtype differs: {n}" for n in diff.mismatched]
+    known = {t.name: t for t in diff.worst if t.shape_a is not None and t.shape_b is not None}
+    for n in diff.mismatched:  # in words where the shapes are known: "another shape" must read as such
+        t = known.get(n)
+        if t is None:
+            lines.append(f"shape or dtype differs: {n}")
+        else:
+            what = " and ".join(w for w, differs in (("shape", t.shape_a != t.shape_b), ("dtype", t.dtype_a != t.dtype_b)) if differs)
+            lines.append(f"shape or dtype differs: {n} has another {what or 'layout'}: {t.dtype_a} of shape {t.shape_a} in the "
+                         f"registered weights, {t.dtype_b} of shape {t.shape_b} in the rebuild")
     return lines
 
 
@@ -179,6 +189,10 @@ class Calibration(_Model):
     seed_varied: list[FloorRun] = Field(default_factory=list)
     zero_spread: list[str] = Field(default_factory=list)  # metrics no seed moved: findings, not bands
     seed_ignored: bool = False  # every seed-varied rerun left the same weights
+    #: what the reruns cost (``auditor.steps.reruns.cost``: reruns, wall_s, cpu_s, accelerator_s, runner); {}: not kept
+    cost: dict[str, Any] = Field(default_factory=dict)
+    #: the record says deterministic algorithms were on (None: a calibration stored before this was kept)
+    deterministic: bool | None = None
 
     @property
     def weak(self) -> bool:
@@ -187,6 +201,12 @@ class Calibration(_Model):
     def findings(self) -> list[str]:
         """What calibration found wrong with the recipe's randomness, in words."""
         lines = []
+        if self.deterministic and not self.same_seed.bit_identical and not self.same_seed.platform.get("accelerator"):
+            lines.append(
+                f"the {self.same_seed.n} same-seed reruns differ although the run is on CPU with deterministic algorithms on, "
+                "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator); "
+                "every audit of it is OUT_OF_TOLERANCE until the generator is seeded from run.seed"
+            )
         if self.seed_ignored:
             lines.append(
                 f"every one of {len(self.seed_varied)} seed-varied reruns left the same weights: the script ignores the "
@@ -203,7 +223,13 @@ class Calibration(_Model):
     def to_json(self) -> str:
         import json
 
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        doc = self.model_dump(mode="json")
+        if not doc.get("cost"):  # a document stored before costs and decisions were kept serialises as it was
+            doc.pop("cost", None)
+        for run in [*doc.get("seed_varied", []), *doc.get("same_seed", {}).get("runs", [])]:
+            if run.get("decisions") is None:
+                run.pop("decisions", None)
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
 def calibration_from_json(text: str | bytes, *, source: str) -> Calibration:

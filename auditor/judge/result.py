@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditor.judge.expected import ExpectedTier
+from auditor.judge.multiplicity import Multiplicity
 from auditor.lineage.findings import Finding
 from auditor.outcomes import Verdict
 
@@ -220,10 +222,15 @@ class AuditResult(_Model):
     calibrations: list[dict[str, Any]] = Field(default_factory=list)
     segments: SegmentReplay | None = None  # a segment audit (``auditor.steps.segments``); None: a full rebuild
     lottery: SeedLottery | None = None  # the registered run among its seed-varied reruns (``auditor.judge.lottery``)
+    expected: ExpectedTier | None = None  # the tier the record alone lets the audit reach (``auditor.judge.expected``)
+    #: the share of evaluation rows whose decision flips between seed-only reruns (``auditor.judge.multiplicity``)
+    multiplicity: Multiplicity | None = None
+    #: what the calibration reruns behind this report cost (``auditor.steps.reruns.cost``); reused, never rerun
+    rerun_cost: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json")
-        for optional in ("segments", "lottery"):  # evidence without them stays as it was
+        for optional in ("segments", "lottery", "expected", "multiplicity", "rerun_cost"):  # evidence without them stays as it was
             if doc.get(optional) is None:
                 doc.pop(optional, None)
         return doc

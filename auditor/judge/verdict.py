@@ -4,8 +4,10 @@ Tiers, weakest to strongest:
 
 - ``lineage``: the gate's findings on the record; a blocking one fails the tier.
 - ``artifact_recovery``: the registered weights still hash to the recorded sha256, every input could
-  be recovered, and (when the audit re-evaluated them) the registered weights reproduce the
-  registered metrics to within float resolution.
+  be recovered, and (when the audit re-evaluated them, or a rebuild's model is bit-identical to them)
+  the registered model reproduces the registered metrics to within float resolution; otherwise "the
+  registered metrics are not reproducible from the registered model" (metrics taken on a subset chosen
+  by the clock, say), whether or not the script honours the re-evaluation hook.
 - ``statistical``: every banded metric of the rebuild lies inside its band (edges pass; NaN, ±inf,
   missing or non-numeric values never do), and, when the weights are not bit-identical, their
   distance to the registered weights lies within the measured same-seed floor
@@ -39,7 +41,14 @@ The overall verdict, first rule that applies:
 8. ``NOT_REPRODUCIBLE`` when there was nothing to judge the rebuild by (no weights and no band).
 
 A tier with no data is ``skipped`` (artifact recovery not checked, no band, no rebuilt weights) and
-never fails the verdict on its own. Pure: no I/O.
+never fails the verdict on its own.
+
+The expected tier (``expected``, worked out from the record alone by ``auditor.judge.expected``) adjusts
+rules 4 and 7: a run that cannot be better than ``statistical`` (a GPU without deterministic algorithms,
+say) is never failed on its bits alone: its bitwise tier is ``skipped`` ("not expected", the difference
+kept), and without a same-seed floor its bands alone judge it; a run expected ``not_reproducible`` (a
+randomness source no recorded seed controls) whose weights differ fails the statistical tier, since no
+floor or band can tell that noise from a divergence. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -72,6 +81,9 @@ class RecoveryCheck(BaseModel):
     actual_sha256: str | None = None  # of the registered file as downloaded now; None: file missing
     registered: dict[str, float | str | None] = Field(default_factory=dict)  # record.outputs.metrics
     evaluated: dict[str, float | str | None] | None = None  # registered weights re-evaluated; None: not done
+    #: the metrics of rebuilds whose model is bit-identical to the registered one: the rebuild's own evaluation
+    #: of the registered model, whether or not the script honours the re-evaluation hook
+    rebuilt_identical: list[dict[str, float | str | None]] = Field(default_factory=list)
     unrecoverable: list[str] = Field(default_factory=list)  # e.g. "data.train: snapshot blake3:… is gone"
 
 
@@ -95,6 +107,53 @@ def _eval_band(name: str, registered: float) -> Band:
     return Band(metric=name, lower=registered - half, upper=registered + half, reference=registered)
 
 
+#: the words of the artifact-recovery failure when an evaluation of the registered model misses a registered metric
+NOT_REPRODUCIBLE_METRICS = "the registered metrics are not reproducible from the registered model"
+#: a metric whose name says it is a duration is never expected to reproduce (it is not a model's property):
+#: matched as whole ``_``/``.``/``-``-separated tokens, so ``auc_out_of_time`` or ``second_stage_auc`` are compared
+TIMING_TOKENS = frozenset({"time", "seconds", "secs", "sec", "s", "ms", "latency", "duration", "elapsed", "throughput",
+                           "speed", "wall", "runtime"})
+
+
+def is_duration(name: str) -> bool:
+    """``train_seconds``, ``epoch_time``, ``latency_ms``, ``samples_per_sec``: yes; ``auc_out_of_time``: no."""
+    import re
+
+    tokens = [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t]
+    if not tokens:
+        return False
+    if "per" in tokens and tokens[-1] in {"sec", "second", "s"}:
+        return True
+    if "out" in tokens and "of" in tokens:  # out-of-time / out-of-sample validation: a model's property
+        return False
+    return tokens[-1] in TIMING_TOKENS or tokens[0] in {"duration", "elapsed", "latency", "runtime"}
+
+
+def _metrics_problems(source: str, metrics: dict[str, float | str | None], registered: dict[str, float | str | None],
+                      notes: list[str], *, whole_run: bool = False) -> list[str]:
+    """How ``metrics`` (an evaluation of the registered model) miss the registered ones, one line per metric.
+
+    ``whole_run``: ``metrics`` come from a whole rebuild (training included), so a registered metric it did not
+    report is a problem too; an evaluation alone reports only the evaluation's metrics."""
+    problems = []
+    for name in sorted(set(registered) - set(metrics)) if whole_run else ():
+        if not is_duration(name):
+            problems.append(f"{name}: registered, but {source} nothing for it (the rebuild did not log it)")
+    for name in sorted(metrics):
+        value = as_number(registered.get(name))
+        if name not in registered:
+            notes.append(f"{name}: not among the registered metrics; not compared")
+        elif is_duration(name):
+            notes.append(f"{name}: a duration, not a property of the model; not compared")
+        elif value is None or not math.isfinite(value):
+            problems.append(f"{name}: registered value {registered[name]!r} cannot be reproduced")
+        else:
+            result = check_metric(metrics[name], _eval_band(name, value), registered=value)
+            if not result.inside:
+                problems.append(f"{name}: {source} {metrics[name]!r}, registered {value!r}: {result.reason}")
+    return problems
+
+
 def _recovery(check: RecoveryCheck | None) -> TierResult:
     if check is None:
         return TierResult(name="artifact_recovery", status="skipped", summary="not checked")
@@ -108,39 +167,39 @@ def _recovery(check: RecoveryCheck | None) -> TierResult:
             f"{check.artifact}: sha256 is {check.actual_sha256}, the record says {check.expected_sha256} "
             "(altered after registration)"
         )
-    notes = []
-    if check.evaluated is None:
+    notes: list[str] = []
+    evaluations = ([("the registered weights evaluate to", check.evaluated, False)] if check.evaluated is not None else []) + [
+        ("a rebuild whose model is bit-identical to the registered one evaluates to", m, True) for m in check.rebuilt_identical]
+    if not evaluations:
         notes.append("registered metrics not re-evaluated")
-    else:
-        for name in sorted(check.evaluated):
-            registered = as_number(check.registered.get(name))
-            if name not in check.registered:
-                notes.append(f"{name}: not among the registered metrics; not compared")
-            elif registered is None or not math.isfinite(registered):
-                problems.append(f"{name}: registered value {check.registered[name]!r} cannot be reproduced")
-            else:
-                result = check_metric(check.evaluated[name], _eval_band(name, registered), registered=registered)
-                if not result.inside:
-                    problems.append(
-                        f"{name}: registered weights evaluate to {check.evaluated[name]!r}, "
-                        f"registered {registered!r}: {result.reason}"
-                    )
+    metric_problems: list[str] = []
+    for source, metrics, whole_run in evaluations:
+        for line in _metrics_problems(source, metrics, check.registered, notes, whole_run=whole_run):
+            if line not in metric_problems:
+                metric_problems.append(line)
+    if metric_problems:
+        problems.append(f"{NOT_REPRODUCIBLE_METRICS}: {metric_problems[0]}")
+        problems += metric_problems[1:]
     if problems:
-        return TierResult(name="artifact_recovery", status="fail", summary=problems[0], details=problems + notes)
-    summary = "weights match the recorded sha256" + ("" if check.evaluated is None else " and reproduce the metrics")
+        return TierResult(name="artifact_recovery", status="fail", summary=problems[0], details=problems + list(dict.fromkeys(notes)))
+    summary = "weights match the recorded sha256" + ("" if not evaluations else " and reproduce the metrics")
     return TierResult(name="artifact_recovery", status="pass", summary=summary, details=notes)
 
 
 def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platform: dict | None,
-                   deterministic: bool = False) -> tuple[bool | None, str, list[str]]:
+                   deterministic: bool = False, expected: str | None = None) -> tuple[bool | None, str, list[str]]:
     """Whether weights that are not bit-identical are still a reproduction: (ok or None, why, warnings).
 
-    None means the weights are not judged here: bit-identical, another model (rule 3), no weights, or
-    a platform other than the calibration's (the bands alone judge, with a warning).
+    None means the weights are not judged here: bit-identical, another model (rule 3), no weights, a
+    platform other than the calibration's, or no floor for a run the record says cannot be bitwise
+    (``expected``, ``auditor.judge.expected``): the bands alone judge, with a warning.
     """
     if diff is None or diff.identical or structure_problems(diff):
         return None, "", []
-    if floor is None:
+    if expected == "not_reproducible":  # an unseeded generator's noise is an input's, never execution noise
+        return False, ("the rebuilt weights differ and the record says the run draws randomness no recorded seed controls "
+                       "(expected not reproducible): no floor or band can tell that noise from a divergence"), []
+    if floor is None:  # an expected tier (from fields the trainer wrote) never loosens the judgement: fail closed
         return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
     warnings: list[str] = []
     if not floor.platform or not platform:
@@ -230,6 +289,20 @@ def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | No
     return TierResult(name="bitwise", status="fail", summary=summary, details=details)
 
 
+def _expected_bitwise(tier: TierResult, expected: str | None, structure: Sequence[str]) -> TierResult:
+    """The bitwise tier beside the expected one: a run that cannot be better than statistical is not failed on
+    bits alone (its differing bits are expected, said and kept in the details); one expected bitwise, or not
+    reproducible, that differs says so."""
+    if tier.status != "fail" or expected is None or structure or tier.summary.startswith("cannot be rebuilt"):
+        return tier
+    if expected == "bitwise":
+        return tier.model_copy(update={"summary": f"{tier.summary} (expected bitwise from the record: see the stronger finding)"})
+    if expected != "statistical":
+        return tier.model_copy(update={"summary": f"{tier.summary} (expected {expected.replace('_', ' ')} from the record)"})
+    return tier.model_copy(update={"status": "skipped", "summary": (
+        f"not expected: the record says this run cannot be bitwise (expected {expected.replace('_', ' ')}); {tier.summary}")})
+
+
 def judge(
     *,
     findings: Sequence[Finding],
@@ -242,23 +315,30 @@ def judge(
     platform: dict | None = None,
     calibration_findings: Sequence[str] = (),
     deterministic: bool = False,
+    expected: str | None = None,
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
     ``error`` is a failure that produced no evidence (retryable); ``unrecoverable`` is a recorded input
     that cannot be recovered or a recipe that left no outputs, which no retry fixes. ``floor`` is the
     version's same-seed calibration, ``platform`` the rebuild's fingerprint (``floors.platform_fingerprint``),
-    ``deterministic`` whether the record says the run had deterministic algorithms on.
+    ``deterministic`` whether the record says the run had deterministic algorithms on, ``expected`` the tier
+    the record alone lets it reach (``auditor.judge.expected``; None: not worked out).
     """
     structure = structure_problems(weight_diff) if weight_diff is not None else []
     tiers = {
         "lineage": _lineage(findings),
         "artifact_recovery": _recovery(recovery),
-        "statistical": _statistical(metric_results, unrecoverable, error, _weights_check(weight_diff, floor, platform, deterministic)),
-        "bitwise": _bitwise(weight_diff, unrecoverable, error),
+        "statistical": _statistical(metric_results, unrecoverable, error,
+                                    _weights_check(weight_diff, floor, platform, deterministic, expected)),
+        "bitwise": _expected_bitwise(_bitwise(weight_diff, unrecoverable, error), expected, structure),
     }
     if calibration_findings:  # said on the tier the calibration feeds, whatever the verdict
         tiers["statistical"].details.extend(f"calibration: {line}" for line in calibration_findings)
+    if structure:  # another model: its statistical tier never passes, whichever rule decides the verdict
+        tiers["statistical"] = tiers["statistical"].model_copy(update={
+            "status": "fail", "summary": "the rebuild is another model: " + "; ".join(structure[:3]),
+            "details": structure + tiers["statistical"].details})
     status = {name: tier.status for name, tier in tiers.items()}
     if "fail" in (status["lineage"], status["artifact_recovery"]) or unrecoverable is not None:
         verdict = Verdict.NOT_REPRODUCIBLE
@@ -266,9 +346,6 @@ def judge(
         verdict = Verdict.ERROR
     elif structure:
         verdict = Verdict.OUT_OF_TOLERANCE
-        tiers["statistical"] = tiers["statistical"].model_copy(update={
-            "status": "fail", "summary": "the rebuild is another model: " + "; ".join(structure[:3]),
-            "details": structure + tiers["statistical"].details})
     elif status["statistical"] == "fail":
         verdict = Verdict.OUT_OF_TOLERANCE
     elif status["bitwise"] == "pass":
@@ -281,3 +358,14 @@ def judge(
         verdict = Verdict.NOT_REPRODUCIBLE
         tiers["statistical"].details.append("nothing to judge the rebuild by: no band and no rebuilt weights")
     return verdict, tiers
+
+
+def not_reached(tiers: dict[str, TierResult], why: str) -> dict[str, TierResult]:
+    """The rebuild's tiers when no rebuild was compared: each one without evidence says why it was not reached
+    (``why``), never "run calibrate" (a calibrated version audited with no rebuild still has its bands)."""
+    out = dict(tiers)
+    for name in ("statistical", "bitwise"):
+        tier = out.get(name)
+        if tier is not None and tier.status == "skipped":
+            out[name] = tier.model_copy(update={"summary": f"not reached: {why}"})
+    return out

@@ -104,7 +104,8 @@ def _data(record: RunRecord) -> list[Finding]:
         elif ref.kind != "snapshot" and not ref.content_hash:
             out.append(_block("data.unhashed", f"{path}.content_hash", f"{ref.kind} {ref.uri!r} has a version label but no content hash", "snapshot it so its bytes are hashed"))
         if ref.split is None:
-            out.append(_warn("data.split_missing", f"{path}.split", "how the data was split is not recorded", "record the split definition and its seed"))
+            out.append(_warn("data.split_missing", f"{path}.split", "how the data was split is not recorded",
+                            f"record it after the split: run.record_split({name!r}, \"random 80/20 by row\", seed=run.seed)"))
     return out
 
 
@@ -157,7 +158,8 @@ def _seeds(record: RunRecord) -> list[Finding]:
     if seeds.deterministic is False or seeds.flags.get("use_deterministic_algorithms") is False:
         out.append(_warn("seeds.nondeterministic", "seeds.deterministic", "deterministic algorithms were off: expect a statistical, not bitwise, match", "seed_everything(seed, deterministic=True)"))
     if seeds.pythonhashseed in (None, "unset", "random"):
-        out.append(_warn("seeds.hashseed_random", "seeds.pythonhashseed", "PYTHONHASHSEED was random: set and dict-of-set orderings may differ", "launch training with PYTHONHASHSEED=0"))
+        out.append(_warn("seeds.hashseed_random", "seeds.pythonhashseed", "PYTHONHASHSEED was not set, so Python salted str hashes at random: iterating a set of strings can give another order in a rebuild",
+                         "launch training as `PYTHONHASHSEED=0 python train.py` (it acts only at interpreter start)"))
     return out
 
 

@@ -64,11 +64,14 @@ DataKind = Literal["snapshot", "s3-versioned", "delta", "path", "table", "other"
 
 
 class DataRef(_Model):
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"source"})
+
     kind: DataKind = "snapshot"
     uri: str
     version: str | None = Field(default=None, description="immutable version id (snapshot id, object version, table version)")
     content_hash: str | None = None
     split: dict[str, Any] | None = Field(default=None, description="how train/validation/test were cut, with its seed")
+    source: str | None = Field(default=None, description="where the script downloaded it from (a URL, credentials redacted)")
 
 
 class ConfigInfo(_Model):
@@ -139,7 +142,7 @@ class Infrastructure(_Model):
 
 
 class Artifact(_Model):
-    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"flavor", "canonical_sha256", "set_aside", "knobs"})
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"flavor", "canonical_sha256", "set_aside", "knobs", "predictions"})
 
     name: str
     uri: str
@@ -149,6 +152,7 @@ class Artifact(_Model):
     canonical_sha256: str | None = Field(default=None, description="sha256:<hex> of the normalised model (what is not the model set aside)")
     set_aside: list[str] = Field(default_factory=list, description="what the file holds that the normalised model sets aside")
     knobs: dict[str, Any] = Field(default_factory=dict, description="the library's determinism knobs as resolved at fit time")
+    predictions: dict[str, Any] = Field(default_factory=dict, description="the evaluation data (rows, data_sha256) and decision threshold the audit scores both models on")
 
 
 def _finite_or_text(value: Any) -> Any:
@@ -196,10 +200,29 @@ class TracedInputs(_Model):
     notes: list[str] = Field(default_factory=list, description="what the tracing could not see")
 
 
+class ConsumedStream(_Model):
+    """The batches of one kind a run's model consumed, in order, as digests (``auditor.sdk.consumed``)."""
+
+    batches: int = Field(default=0, description="how many batches of this kind the model consumed")
+    digest: str | None = Field(default=None, description="sha256:<hex> over every batch digest, in order")
+    first: list[str] = Field(default_factory=list, description="short digest of each of the first batches, one per batch")
+    blocks: list[str] = Field(default_factory=list, description="short digest of each later block of batches")
+    block_size: int = Field(default=0, description="batches per block after the first ones")
+    shape: str | None = Field(default=None, description="what the first batch was (types, dtypes, shapes)")
+
+
+class ConsumedData(_Model):
+    """A fingerprint of what the model consumed: per kind (train, eval, fit, predict), a digest per batch."""
+
+    scheme: int = Field(default=1, description="what is hashed and hooked (auditor.sdk.consumed.SCHEME): only equal schemes compare")
+    streams: dict[str, ConsumedStream] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list, description="what the fingerprint could not see")
+
+
 class RunRecord(_Model):
     """The record. Build it with the gatherers; judge it with ``auditor.lineage.gate.check``."""
 
-    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"traced"})
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"traced", "consumed"})
 
     schema_version: Literal["1"] = SCHEMA_VERSION
     created_at: str | None = None
@@ -212,6 +235,7 @@ class RunRecord(_Model):
     infrastructure: Infrastructure | None = None
     outputs: Outputs = Field(default_factory=Outputs)
     traced: TracedInputs | None = Field(default=None, description="inputs read outside the pinned ones (None: not traced)")
+    consumed: ConsumedData | None = Field(default=None, description="what the model consumed, batch by batch (None: not fingerprinted)")
 
     # -- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -11,10 +11,12 @@ between entering and leaving its block, in training and in every rebuild:
   ``sqlite3.connect``), except those under the data folders, the repository (pinned by commit and
   diff; a *git-ignored* file there is not pinned and is traced), the Python installation, the
   auditor's own folders and package, the source folders of local packages (pinned by digest in
-  ``environment.local_packages``), ``/proc``, ``/sys``, ``/dev``, the temporary folder, the run's
-  output folder and the system files in ``IGNORED_SYSTEM_PATHS``. Each is recorded by path (``$REPO/…``
-  inside the repository, ``~/…`` under HOME, redacted), size and sha256 when first opened, never
-  its content;
+  ``environment.local_packages``), ``/proc``, ``/sys``, ``/dev`` (but not ``/dev/shm``), the run's
+  output folder, the system files in ``IGNORED_SYSTEM_PATHS`` and files the run made itself inside the
+  block (written, copied or moved there, or under a folder it created: they derive from its inputs). The
+  temporary folder is traced like any other: a file an earlier step left there is an input. Each is
+  recorded by path (``$REPO/…`` inside the repository, ``~/…`` under HOME, redacted), size and sha256
+  when first opened, never its content;
 * **environment variables read** by key (``os.environ[k]``, ``.get``, ``os.getenv``, ``k in
   os.environ``; ``os.environ`` is given a tracking class for the block and its own class back
   after), except contract variables, settings, variables the environment section already captures
@@ -25,9 +27,10 @@ between entering and leaving its block, in training and in every rebuild:
 ``auditor.lineage.traced`` (pure, re-exported here) judges what was traced:
 ``registration_findings`` gives the gate's warnings, by name; ``compare`` the audit's blocking
 findings when training and rebuild read different things. What the tracing cannot see is said in
-``traced.notes``: reads by native code that bypasses Python's ``open`` (safetensors, pyarrow, h5py
-read files in C/Rust), reads in child processes, reads before ``track()`` is entered, and bulk
-reads of the environment (``os.environ.copy()``, ``dict(os.environ)``, iterating it).
+``traced.notes``: every folder left out above, by name, and every reader it does not see: native code
+that bypasses Python's ``open`` (safetensors, pyarrow, h5py read files in C/Rust), child processes,
+reads before ``track()`` is entered, network reads, and bulk reads of the environment
+(``os.environ.copy()``, ``dict(os.environ)``, iterating it).
 
 An audit hook is process-wide and cannot be removed: after ``track()`` exits it returns at its
 first test. Each path is looked at once (deduplicated).
@@ -74,7 +77,7 @@ IGNORED_VARIABLE_PREFIXES = (
     "OPENBLAS_", "NUMEXPR_", "NUMBA_", "JOBLIB_", "LOKY_", "TQDM_", "MLFLOW_", "AWS_", "BOTO_", "GOOGLE_",
     "AZURE_", "WANDB_", "COMET_", "NEPTUNE_", "HF_", "HUGGINGFACE_", "TOKENIZERS_", "TRANSFORMERS_", "KINETO_",
     "JUPYTER", "IPY", "VSCODE_", "PYDEVD", "PYTEST_", "COVERAGE_", "SQLALCHEMY_", "ALEMBIC_", "GUNICORN_",
-    "DATABRICKS_", "AIRFLOW_", "_",
+    "DATABRICKS_", "AIRFLOW_", "MPL", "_",  # MPL: matplotlib reads MPLBACKEND, MPLCONFIGDIR, MPLSETUPCFG … on its own
 )
 #: system files (and folders) read on the runtime's behalf: MIME types, time zones, certificates, name service
 IGNORED_SYSTEM_PATHS = (
@@ -94,7 +97,19 @@ IGNORED_HOME_PATHS = (
 LIMITS = (
     "reads by native code that bypasses Python's open (e.g. safetensors, pyarrow, h5py) are not traced",
     "reads in child processes (DataLoader workers, subprocesses) and before track() is entered are not traced",
+    "network reads (downloads, database and object-store clients) are not traced",
+    "whether a file exists, when checked without opening it (os.path.exists, os.stat, os.listdir, glob), is not traced",
+    "files the run made itself inside the block (written, copied or moved there, or under a folder it created) "
+    "are not traced when read back: they derive from its inputs",
 )
+#: audit events by which the run makes a file or folder (the path made is the last string argument named here)
+_MAKING = {"os.mkdir": 0, "tempfile.mkdtemp": 0, "tempfile.mkstemp": 0, "os.rename": 1, "shutil.copyfile": 1,
+           "shutil.copytree": 1}
+#: under /dev, the one folder that holds ordinary files a script may read (a tmpfs): traced
+SHARED_MEMORY = "/dev/shm"
+#: folders in the temporary folder (or /dev/shm) that libraries keep for themselves: compiled-kernel caches and
+#: worker pools, never the model's inputs (a first run fills them, a later one reads them)
+IGNORED_TEMP_FOLDERS = ("torchinductor_", "triton", "pymp-", "joblib_memmapping_folder_", "loky-", "numba_cache")
 REPO_PREFIX = "$REPO/"
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -151,8 +166,18 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
         return  # after track() exits: one test, then nothing
     if event == "open":
         path = args[0]
-        if isinstance(path, int) or not _reads_existing(args[2] if len(args) > 2 else None):
+        flags = args[2] if len(args) > 2 else None
+        if isinstance(path, int):
             return
+        if not _reads_existing(flags):
+            if isinstance(flags, int) and flags & os.O_CREAT and flags & (os.O_TRUNC | os.O_EXCL):
+                _note_made(path)  # created or truncated: what it holds next is the run's own
+            return
+    elif event in _MAKING:
+        index = _MAKING[event]
+        if len(args) > index:
+            _note_made(args[index])
+        return
     elif event == "sqlite3.connect":
         path = args[0] if args else None
         if not isinstance(path, (str, bytes, os.PathLike)) or str(path) in {":memory:", ""} or str(path).startswith("file:"):
@@ -167,6 +192,13 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             tracer._opened(path)
     finally:
         _LOCAL.busy = False
+
+
+def _note_made(path: Any) -> None:
+    if _PAUSED[0] or getattr(_LOCAL, "busy", False):
+        return
+    for tracer in list(_ACTIVE):
+        tracer._made(path)
 
 
 class _TrackingEnviron(os._Environ):  # type: ignore[name-defined, misc]
@@ -280,7 +312,9 @@ class Tracer:
         self.repo_top = os.path.normpath(str(repo_top.absolute())) if repo_top is not None else None
         roots = [os.path.normpath(os.path.abspath(str(p))) for p in exclude if p]
         self._own = sorted(set(roots))  # excluded inside the repository too
-        outside = [*_python_roots(), "/proc", "/sys", "/dev", tempfile.gettempdir(), "/dev/shm"]
+        self._python = _python_roots()
+        self._temp = os.path.normpath(tempfile.gettempdir())
+        outside = [*self._python, "/proc", "/sys"]  # /dev is left out below, all but /dev/shm
         self._roots = sorted({*self._own, *(os.path.normpath(r) for r in outside)})
         self._roots_real = sorted({os.path.realpath(r) for r in self._roots})
         self._home = os.path.normpath(home) if home else None
@@ -288,6 +322,7 @@ class Tracer:
         self._seen: set[str] = set()
         self._files: dict[str, TracedFile] = {}
         self._repo_reads: dict[str, str] = {}  # relative path in the repository -> absolute path
+        self._made_paths: set[str] = set()  # files and folders the run made inside the block (not inputs when read)
         self._env: dict[str, str | None] = {}
         self.bulk_env_reads = 0
         self.forked = False
@@ -334,7 +369,7 @@ class Tracer:
             for rel, absolute in self._ignored_in_repo():
                 entry = _digest_file(absolute)
                 self._files[REPO_PREFIX + rel] = entry.model_copy(update={"path": REPO_PREFIX + rel})
-        notes = list(LIMITS)
+        notes = [*self._untraced_folders(), *LIMITS]
         if self.bulk_env_reads:
             notes.append(f"the environment was read in bulk {self.bulk_env_reads} time(s) (copy, items, dict(os.environ)): values read that way are not traced")
         if self.forked:
@@ -367,6 +402,8 @@ class Tracer:
             return
         if _under(path, self._roots) or _under(real, self._roots_real) or _under(path, IGNORED_SYSTEM_PATHS):
             return
+        if (_under(path, ["/dev"]) and not _under(path, [SHARED_MEMORY])) or self._inside_made(path) or self._library_temp(path):
+            return
         shown = path
         if self._home and _under(path, [self._home]):
             rel = os.path.relpath(path, self._home)
@@ -380,6 +417,49 @@ class Tracer:
         if entry.error == "a directory":
             return
         self._files[shown] = entry.model_copy(update={"path": shown})
+
+    def _made(self, raw: Any) -> None:
+        try:
+            self._made_paths.add(_norm(os.fsdecode(os.fspath(raw))))
+        except (TypeError, ValueError):
+            return
+
+    def _library_temp(self, path: str) -> bool:
+        for root in (self._temp, SHARED_MEMORY):
+            if _under(path, [root]) and path != root:
+                return os.path.relpath(path, root).split(os.sep, 1)[0].startswith(IGNORED_TEMP_FOLDERS)
+        return False
+
+    def _inside_made(self, path: str) -> bool:
+        while True:
+            if path in self._made_paths:
+                return True
+            parent = os.path.dirname(path)
+            if parent == path:
+                return False
+            path = parent
+
+    def _shown(self, path: str) -> str:
+        if self._home and _under(path, [self._home]):
+            path = "~/" + os.path.relpath(path, self._home)
+        return redact_text(path)
+
+    def _untraced_folders(self) -> list[str]:
+        """What tracing leaves out by folder, each named: said in ``traced.notes`` (and so in the report)."""
+        notes = []
+        if self._own:
+            notes.append("files under these folders are not traced (pinned elsewhere: the data folders, local packages "
+                         "pinned by digest, the run's own output and scratch, the auditor's own folders): "
+                         + ", ".join(self._shown(r) for r in self._own))
+        if self.repo_top is not None:
+            notes.append(f"files tracked in the repository {self._shown(self.repo_top)} are not traced (pinned by commit and "
+                         "diff); git-ignored files there are")
+        notes.append("not traced, as not inputs of the model: the Python installation and the auditor's package ("
+                     + ", ".join(self._shown(r) for r in self._python) + f"), /proc, /sys, /dev except {SHARED_MEMORY}, "
+                     "the system files " + ", ".join(IGNORED_SYSTEM_PATHS) + ", libraries' own folders in the temporary folder "
+                     f"{self._shown(self._temp)} and {SHARED_MEMORY} (" + ", ".join(f + "*" for f in IGNORED_TEMP_FOLDERS)
+                     + ") and, under HOME, " + ", ".join("~/" + p for p in IGNORED_HOME_PATHS))
+        return notes
 
     def _env_read(self, name: str, value: str | None) -> None:
         if name in self._env or _variable_ignored(name, self._captured):

@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from auditor.judge.result import AuditResult, Verdict
 from auditor.lineage.findings import Finding
+from auditor.report.headline import cause as failing_cause
 
 TIER_ORDER = ("lineage", "artifact_recovery", "statistical", "bitwise")
 TIER_TITLES = {
@@ -45,6 +46,11 @@ VERDICT_VIEW: dict[Verdict, VerdictView] = {
     Verdict.NOT_REPRODUCIBLE: VerdictView(
         "bad", "Not reproducible", "An input of the training run is missing or mutable, so it cannot be rebuilt.", "#c62828",
         "bold red"),
+    Verdict.LINEAGE_INSUFFICIENT: VerdictView(
+        "warn", "Adoption: lineage insufficient",
+        "An adoption assessment of a version trained without the SDK: its lineage was recovered from MLflow metadata "
+        "(not a record captured at training time) and nothing was rebuilt, so nothing is reproduced. Each input "
+        "below is pinned, named but mutable, or missing, with the one change that pins it.", "#6a1b9a", "bold magenta"),
     Verdict.ERROR: VerdictView("err", "Audit error", "The audit failed before it could judge the model.", "#5d1a1a", "bold magenta"),
 }
 #: the index's colour by verdict name (the ledger holds names)
@@ -149,7 +155,14 @@ def tiers(audit: AuditResult) -> list[dict[str, Any]]:
     return rows
 
 
+#: findings that say the data a rebuild trained on differs from training's: they belong on the data row, in red
+#: (a changed snapshot, a traced file read outside the snapshots, what the model consumed)
+DATA_CHANGED = ("data.changed", "traced.file", "consumed.")
+
+
 def _section_of(finding: Finding) -> str:
+    if finding.code.startswith(DATA_CHANGED):
+        return "data"
     head = finding.path.split(".", 1)[0]
     return head if head in SECTIONS else "other"
 
@@ -181,8 +194,30 @@ def _identifier(section: str, body: Any) -> list[str]:
     return []
 
 
+def adoption(audit: AuditResult) -> list[dict[str, Any]]:
+    """An adoption assessment's rows: each input's class (pinned / named but mutable / missing), what was found, the fix.
+
+    The finding codes are ``adopt.<input>.<class>`` (``auditor.adopt.assess``)."""
+    from auditor.adopt.assess import CODE_PREFIX as ADOPT_CODE
+    from auditor.adopt.rules import CODE_OF
+
+    classes = {code: label for label, code in CODE_OF.items()}
+    rows = []
+    for f in audit.findings:
+        if not f.code.startswith(ADOPT_CODE):
+            continue
+        section, _, klass = f.code[len(ADOPT_CODE):].partition(".")
+        label = classes.get(klass, klass)
+        rows.append({"section": section, "path": f.path, "status": label, "css": {"pinned": "complete"}.get(klass, klass),
+                     "identifier": [f.message.removeprefix(f"{label}: ")], "supplied": "supplied after training" in f.message,
+                     "findings": [] if klass == "pinned" else [f.model_dump()]})
+    return rows
+
+
 def lineage(audit: AuditResult) -> list[dict[str, Any]]:
     """One row per input and the infrastructure: identifier, complete/mutable/missing, fix hints."""
+    if audit.verdict is Verdict.LINEAGE_INSUFFICIENT and any(f.code.startswith("adopt.") for f in audit.findings):
+        return adoption(audit)
     record = audit.record or {}
     by_section: dict[str, list[Finding]] = {}
     for finding in audit.findings:
@@ -193,7 +228,10 @@ def lineage(audit: AuditResult) -> list[dict[str, Any]]:
         if section == "other" and not found:
             continue
         ident = _identifier(section, record.get(section))
-        if any("mutable" in f"{f.code} {f.message}".lower() for f in found):
+        if section == "data" and any(f.blocking and (f.code.startswith(DATA_CHANGED) or "changed" in f.code or "differ" in f.code)
+                                     for f in found):
+            status = "changed"  # the data differs from training's: red, the files named in the findings
+        elif any("mutable" in f"{f.code} {f.message}".lower() for f in found):
             status = "mutable"
         elif (not ident and section != "other") or any(f.blocking for f in found):
             status = "missing"
@@ -205,6 +243,7 @@ def lineage(audit: AuditResult) -> list[dict[str, Any]]:
                 "status": status,
                 "identifier": ident,
                 "findings": [f.model_dump() for f in found],
+                "path": None, "css": None, "supplied": False,  # the adoption rows' keys (the template reads both kinds)
             }
         )
     return rows
@@ -230,11 +269,15 @@ def problems(audit: AuditResult) -> dict[str, Any] | None:
             "metrics": [],
             "tiers": failing_tiers,
         }
+    if verdict is Verdict.LINEAGE_INSUFFICIENT:
+        blocking = [f.model_dump() for f in audit.findings if f.blocking]
+        return {"kind": "missing", "title": f"{len(blocking)} input(s) not pinned" if blocking else "nothing was rebuilt",
+                "error": audit.error, "log": "", "findings": blocking, "metrics": [], "tiers": []}
     if verdict is Verdict.NOT_REPRODUCIBLE:
         blocking = [f.model_dump() for f in audit.findings if f.blocking]
         return {
             "kind": "missing",
-            "title": f"{len(blocking)} input(s) missing or mutable" if blocking else "The run cannot be rebuilt",
+            "title": failing_cause(audit).title,  # the failing evidence's own words (``auditor.report.headline``)
             "error": audit.error,
             "log": "",
             "findings": blocking,
@@ -244,7 +287,7 @@ def problems(audit: AuditResult) -> dict[str, Any] | None:
     outside = [m.model_dump(mode="json") for m in audit.metrics if m.inside is False]
     return {
         "kind": "tolerance",
-        "title": f"{len(outside)} metric(s) outside the band" if outside else "A tier failed",
+        "title": failing_cause(audit).title,
         "error": audit.error,
         "log": "",
         "findings": [],
@@ -333,12 +376,54 @@ def lottery(audit: AuditResult) -> dict[str, Any] | None:
     return {"check": check, "rows": rows, "legend": LOTTERY_LEGEND.format(n1=check.reruns + 1)}
 
 
+#: the observed tier, from the verdict, in the expected tier's words (``auditor.judge.expected``)
+OBSERVED_TIER = {Verdict.REPRODUCED_BITWISE: "bitwise", Verdict.REPRODUCED_WITHIN_TOLERANCE: "statistical"}
+
+
+def expected(audit: AuditResult) -> dict[str, Any] | None:
+    """Expected (from the record alone) beside observed; None when the record could not be read."""
+    exp = audit.expected
+    if exp is None:
+        return None
+    judged = audit.verdict in (Verdict.OUT_OF_TOLERANCE, Verdict.NOT_REPRODUCIBLE)
+    observed = OBSERVED_TIER.get(audit.verdict, "not reproduced" if judged else "not judged")
+    bits = audit.tiers.get("bitwise")
+    stronger = exp.tier == "bitwise" and bits is not None and bits.status == "fail"
+    if stronger:
+        note = "Expected bitwise from the record, and not bitwise: the stronger finding (an input the record does not pin)."
+    elif exp.tier != "bitwise" and observed == "statistical":
+        note = "As expected: the record says this run cannot be bitwise, so the noise floor and the bands judged it."
+    else:
+        note = ""
+    return {"expected": exp.tier.replace("_", " "), "words": exp.words, "observed": observed, "reasons": exp.reasons,
+            "stronger": stronger, "note": note, "css": "fail" if stronger else "pass" if observed in ("bitwise", "statistical") else "mutable"}
+
+
+def noise(audit: AuditResult) -> dict[str, Any] | None:
+    """Predictive multiplicity and the rerun cost behind the report; None when the version was not calibrated."""
+    if audit.multiplicity is None and audit.rerun_cost is None:
+        return None
+    cost = audit.rerun_cost or {}
+    spent = [f"{cost.get('reruns', 0)} reruns ({cost.get('same_seed', 0)} same-seed, {cost.get('seed_varied', 0)} seed-varied)"]
+    if cost.get("wall_s") is not None:
+        spent.append(f"{cost['wall_s']:.1f} s wall")
+    spent.append(f"{cost['cpu_s']:.1f} CPU s" if cost.get("cpu_s") is not None else "CPU seconds not measured")
+    if cost.get("accelerator_s") is not None:
+        spent.append(f"{cost['accelerator_s']:.1f} GPU s")
+    line = ", ".join(spent) + (f", run by the {cost['runner']} runner" if cost.get("runner") else "")
+    if cost.get("calibrated_at"):
+        line += f" at the calibration of {cost['calibrated_at']}"
+    if cost.get("reused_by"):
+        line += "; reused by " + ", ".join(cost["reused_by"]) + ", never rerun"
+    return {"multiplicity": audit.multiplicity, "cost": line if cost else None}
+
+
 def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
     """Everything the report template needs, from one evidence document."""
     style, headline, explanation = VERDICT_VIEW[audit.verdict][:3]
-    if audit.verdict is Verdict.NOT_REPRODUCIBLE and not any(f.blocking for f in audit.findings):
-        explanation = ("Every input is identified, but one can no longer be recovered or the recorded recipe "
-                       "cannot be rerun, so the model cannot be rebuilt from what was recorded.")
+    failed = failing_cause(audit)
+    if failed is not None:  # the sentence of the tier that failed, not the verdict's generic one
+        explanation = failed.explanation
     drift = audit.drift
     return {
         "doc": doc,
@@ -354,4 +439,6 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "drift": None if drift is None or drift.empty else drift,
         "digests": sorted((doc.get("digests") or {}).items()),
         "lottery": lottery(audit),
+        "expected": expected(audit),
+        "noise": noise(audit),
     }

@@ -23,6 +23,7 @@ The modules, each importing only those listed before it (no heavy library at imp
 ``evaluation``              the forked child that re-evaluates registered weights (process mechanics)
 ``weights``                 the safetensors weights file and the pyfunc spec logged over it
 ``generated``               ``auditor.generated(...)``: data the script makes, recorded as a snapshot
+``consumed``                a digest per batch of what the model consumed (torch hooks, estimator fit/predict)
 ``run``                     ``Run``, the handle a block yields, and every piece of state it holds
 ``models``                  ``save_model``: any supported model saved without pickle (``auditor.flavors``)
 ``checkpoints``             checkpoint chains and segment replay: ``checkpoint``, ``step_done``, ``resume``

@@ -20,6 +20,7 @@ from auditor.lineage.redact import redacted_logger
 from auditor.sdk.argparse_capture import argparse_source, script_args
 from auditor.sdk.capture import capture_record, guard_seeds, start_tracing, stop_tracing, unguard_seeds
 from auditor.sdk.checkpoints import make_current
+from auditor.sdk.consumed import start_fingerprint, stop_fingerprint
 from auditor.sdk.env import pin_torch_threads, rebuild_mode
 from auditor.sdk.generated import GeneratedData
 from auditor.sdk.outputs import start_session, write_outputs
@@ -77,6 +78,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             run._cleanup()
             raise
         start_tracing(run, repo_dir)
+        start_fingerprint(run)
         self.run = run
         self._started = time.monotonic()
         make_current(run)
@@ -92,6 +94,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         run._exit_exc = (exc_type, exc, tb) if exc_type is not None else None  # the evaluation child prints it
         elapsed = time.monotonic() - self._started
         stop_tracing(run)
+        stop_fingerprint(run)
         try:
             write_outputs(run, elapsed)
         finally:

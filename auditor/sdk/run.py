@@ -28,6 +28,7 @@ from auditor.tags import weights_uri
 if TYPE_CHECKING:
     from auditor.lineage.tracing import Tracer
     from auditor.registry.tracking import Session
+    from auditor.sdk.consumed import Fingerprint
     from auditor.seeds import SeedGuard
 
 log = redacted_logger(__name__)  # the warnings quote data URIs
@@ -63,6 +64,7 @@ class Run:
         self._tracker: Ends | None = None  # set by auditor.start(): run.finish() ends it
         self._tracer: Tracer | None = None  # input tracing while the block runs
         self._seed_guard: SeedGuard | None = None  # reports the script's own reseeding while the block runs
+        self._consumed: Fingerprint | None = None  # what the model consumed while the block runs (auditor.sdk.consumed)
         self._args: argparse.Namespace | None = None  # the script's argparse namespace (track(config=parser|args))
         self._exit_exc: tuple[Any, Any, Any] | None = None  # the block's uncaught exception: the evaluation child prints it
         # -- the outputs
@@ -163,6 +165,19 @@ class Run:
         self._data_dirs[name] = path
         return path
 
+    def record_split(self, name: str, how: str, *, seed: int | None = None, **details: str | int | float | bool) -> None:
+        """Record how data ref ``name`` was cut (``how``: e.g. "random 80/20 by row, stratified on y") and the seed
+        the cut drew from, so a rebuild's split can be checked against it: ``run.record_split("train", "random 80/20",
+        seed=run.seed, test_size=0.2)``. Without it the gate warns that how the data was split is not recorded."""
+        if name not in self.record.data:
+            known = ", ".join(sorted(self.record.data)) or "none"
+            raise BadInput(f"no data ref named {name!r} in this run (recorded: {known})", hint="pass it in data={...}")
+        bad = sorted(k for k, v in details.items() if not isinstance(v, (str, int, float, bool)))
+        if bad:
+            raise BadInput(f"record_split: {', '.join(bad)} must be text or numbers", hint="describe the split in plain values")
+        split = {"how": str(how), "seed": seed, **details}
+        self.record.data = {**self.record.data, name: self.record.data[name].model_copy(update={"split": split})}
+
     # -- what the training code writes -------------------------------------------
     @untraced  # the SDK's own reads are not the script's inputs
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -200,7 +215,10 @@ class Run:
         if module is not None:
             state_dict = state_dict.state_dict()
         if factory is not None:
-            self._pyfunc = pyfunc_spec(factory, factory_kwargs, input_example, module)
+            from auditor.sdk.consumed import sdk_call
+
+            with sdk_call(self):  # the signature's own forward pass is not data the script fed the model
+                self._pyfunc = pyfunc_spec(factory, factory_kwargs, input_example, module)
         target = (self._output_dir or self._scratch) / WEIGHTS_FILE
         sha256, size = write_safetensors(state_dict, target)
         uri = WEIGHTS_FILE if self.rebuild else weights_uri(str(self.run_id))
@@ -211,7 +229,7 @@ class Run:
         return target
 
     @untraced  # the SDK's own reads are not the script's inputs
-    def save_model(self, model: Any) -> Path:
+    def save_model(self, model: Any, *, eval_data: Any = None, threshold: float = 0.5) -> Path:
         """Save any supported model without pickle and record it as the run's model artifact; returns the file.
 
         PyTorch (a module or state dict) as ``save_weights``; a scikit-learn estimator or Pipeline with skops
@@ -219,10 +237,14 @@ class Run:
         ``cbm`` plus its JSON dump (``auditor.flavors``). The artifact records the flavour, the sha256 of the
         normalised model, what normalising set aside, and the library's determinism knobs as resolved at fit
         time. Any other model is refused (``BadInput``) with the reason and the nearest supported route.
+
+        ``eval_data`` (the evaluation features) and ``threshold`` (the decision threshold on the score) are
+        recorded; an audit's rebuild scores that data with the registered model and its rebuild and reports
+        the largest score difference and the share of decisions that flip (``auditor.flavors.predictions``).
         """
         from auditor.contract import MODEL_FILES
         from auditor.flavors import flavor_of, refuse
-        from auditor.sdk.models import write_model
+        from auditor.sdk.models import score_predictions, write_model
 
         flavor = flavor_of(model)
         if flavor is None:
@@ -231,8 +253,13 @@ class Run:
             return self.save_weights(model)
         saved = write_model(model, flavor, self._output_dir or self._scratch)
         uri = saved.path.name if self.rebuild else weights_uri(str(self.run_id))  # the run's model folder
+        from auditor.sdk.consumed import sdk_call
+
+        with sdk_call(self):  # scoring both models is the SDK's own call, not data the script fed the model
+            predictions = score_predictions(saved, eval_data, threshold, self._env if self.rebuild else None)
         artifact = Artifact(name=saved.path.name, uri=uri, sha256=saved.sha256, size=saved.size, flavor=flavor,
-                            canonical_sha256=saved.canonical_sha256, set_aside=saved.set_aside, knobs=saved.knobs)
+                            canonical_sha256=saved.canonical_sha256, set_aside=saved.set_aside, knobs=saved.knobs,
+                            predictions=predictions)
         others = [a for a in self.record.outputs.artifacts if a.name not in MODEL_FILES.values()]
         self.record.outputs.artifacts = [*others, artifact]
         self._weights = saved.path

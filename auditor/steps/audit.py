@@ -68,14 +68,33 @@ class _Audit:
     segments: Any = None  # judge.result.SegmentReplay, in a segment audit
     lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
     calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once (a segment audit reads it first)
+    expected: Any = None  # judge.expected.ExpectedTier: what the record alone lets the audit reach
+    multiplicity: Any = None  # judge.multiplicity.Multiplicity, from the calibration's stored decisions
 
     def failed(self, exc: BaseException) -> None:
         """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
         self.log_tail = getattr(exc, "log_tail", "") or self.log_tail
+        self.findings += _data_changed(self.record, exc)
         if verdict_failure(exc) == Verdict.ERROR.value:
             self.error = describe(exc)
         else:
             self.unrecoverable = describe(exc)
+
+
+def _data_changed(record: RunRecord | None, exc: BaseException) -> list[Finding]:
+    """A recorded snapshot whose bytes changed since registration: a blocking finding on its data input, naming the
+    files, so the data row (not the model file or a generator) carries the blame."""
+    from auditor.errors import SnapshotCorrupt
+
+    if record is None or not isinstance(exc, SnapshotCorrupt):
+        return []
+    names = [name for name, ref in record.data.items() if ref.version == exc.snapshot_id] or ["?"]
+    files = "; ".join(str(p) for p in exc.problems[:10]) + (f"; … and {len(exc.problems) - 10} more" if len(exc.problems) > 10 else "")
+    return [Finding(code="data.changed", path=f"data.{name}", severity="blocking",
+                    message=f"the data changed: snapshot {exc.snapshot_id} of data input {name!r} no longer holds the bytes it was "
+                            f"registered with ({files})",
+                    hint="restore the snapshot's files from a backup; never re-create a snapshot over the same id")
+            for name in names]
 
 
 def _read_record(a: _Audit) -> None:
@@ -87,8 +106,12 @@ def _read_record(a: _Audit) -> None:
     except ReproError as exc:  # RecordMissing, a malformed or rewritten record
         finding = getattr(exc, "finding", None)
         a.findings = [finding or Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")]
+        _record_edited(a, exc)
         return
-    a.findings = gate(a.record, a.diff) + _knob_findings(a.record)
+    from auditor.judge.expected import expected_findings, expected_tier
+
+    a.expected = expected_tier(a.record)  # the determinism lint: the tier to expect, before any rebuild
+    a.findings = gate(a.record, a.diff) + _knob_findings(a.record) + expected_findings(a.expected)
     if a.info.run_deleted:
         a.findings.append(Finding(
             code="run.deleted", path="record", severity="warning",
@@ -96,14 +119,79 @@ def _read_record(a: _Audit) -> None:
             hint=f"restore it: `mlflow runs restore --run-id {a.info.run_id}`"))
     changed = _record_changed_since_published(a.session, a.info, a.record.digest())
     if changed:
+        from auditor.registry import RecordChanged
+
         a.findings.append(Finding(
             code="record.changed", path="record", severity="blocking",
-            message=f"the run record changed after registration: {changed}",
-            hint="treat this version as unreproducible and investigate who rewrote the record"))
+            message=f"the run record changed after registration (it was edited, not damaged): {changed}",
+            hint=RecordChanged.HINT))
+        _chain_edited(a, a.record, a.record.digest())
     a.evidence["record"] = a.record.digest()
     a.evidence.update({f"snapshot.{n}": r.version for n, r in a.record.data.items() if r.version})
     if a.record.environment and a.record.environment.image_digest:
         a.evidence["image"] = a.record.environment.image_digest
+
+
+def _record_edited(a: _Audit, exc: BaseException) -> None:
+    """A record edited after registration (``RecordChanged``): both digests into the evidence, and an edited
+    checkpoint chain named as edited (its segments are never replayed from the edited record)."""
+    from auditor.errors import MalformedRecord
+    from auditor.registry import RecordChanged
+
+    if isinstance(exc, MalformedRecord) and not isinstance(exc, RecordChanged) and a.info.record_digest:
+        # it read as a record when it was registered (its digest is on the version); whether it was edited or damaged
+        # cannot be told from bytes that do not parse, but re-registering them would launder an edit either way
+        a.findings = [Finding(code="record.unreadable", path="record", severity="blocking",
+                              message=f"{exc} (it was registered with digest {a.info.record_digest})",
+                              hint="investigate why it no longer reads and restore the original from a backup; do not "
+                                   "re-register the version: a new registration would adopt whatever the record holds now")]
+        a.evidence["record.registered"] = a.info.record_digest
+        a.evidence["record.found"] = "unreadable"
+        return
+    if not isinstance(exc, RecordChanged):
+        return
+    a.evidence["record.registered"] = exc.registered or "unknown"
+    a.evidence["record.found"] = exc.found
+    _chain_edited(a, exc.record, exc.found)
+
+
+def _chain_edited(a: _Audit, record: RunRecord, digest: str) -> None:
+    """An edited record's checkpoint chain, named as edited (against an earlier published record when there is one)."""
+    from auditor import segments as seg
+    from auditor.registry import RecordChanged
+
+    if not seg.chain(record):
+        return
+    edited = seg.chain_edited(record, _published_record(a.session, a.info, other_than=digest))
+    if edited:
+        a.findings.append(Finding(code="chain.edited", path="outputs.artifacts", severity="blocking", message=edited,
+                                  hint=RecordChanged.HINT))
+
+
+def _published_record(session: Any, info: Any, *, other_than: str) -> RunRecord | None:
+    """The record held by this version's newest published evidence whose record digest is not ``other_than`` and
+    whose bytes still hash as the ledger says (None: none such, or unreadable)."""
+    import json
+
+    from auditor.report import ledger
+
+    try:
+        entries = ledger.entries(session.store)
+    except (NotFound, Findings):
+        return None
+    for entry in reversed(entries):
+        audit, evidence = entry.get("audit") or {}, entry.get("evidence") or {}
+        if (audit.get("model") != info.name or str(audit.get("version")) != str(info.version)
+                or entry.get("record_digest") in (None, other_than) or not evidence.get("key")):
+            continue
+        try:
+            data = session.store.read(evidence["key"])
+            if ledger.sha256_of(data) != evidence.get("sha256"):
+                continue
+            return RunRecord.model_validate(json.loads(data)["audit"]["record"])
+        except Exception:  # noqa: BLE001, S112 - a broken earlier evidence only loses the comparison (evidence verify names it)
+            continue
+    return None
 
 
 def _knob_findings(record: RunRecord) -> list[Finding]:
@@ -129,6 +217,21 @@ def _record_changed_since_published(session: Any, info: Any, digest: str) -> str
         if audit.get("model") == info.name and str(audit.get("version")) == str(info.version) and earlier and earlier != digest:
             return (f"its digest is {digest} but the evidence of audit {audit.get('audit_id')} (ledger entry "
                     f"{entry.get('seq')}) recorded {earlier}")
+    return _record_changed_since_anchored(session, info, digest)
+
+
+def _record_changed_since_anchored(session: Any, info: Any, digest: str) -> str | None:
+    """The same check against every earlier audit run of this version in MLflow, wherever its report was published
+    (a version re-pointed to another run, then audited into a new reports location, still disagrees with them)."""
+    from auditor import tags as t
+
+    runs = session.registry.find_runs(experiment=session.settings.audit_experiment,
+                                      params={t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)})
+    for run in runs:
+        earlier = run.params.get(t.PARAM_RECORD_DIGEST)
+        if earlier and earlier != digest:
+            return (f"its digest is {digest} but audit run {run.run_id} of this version (its report published to "
+                    f"{run.params.get(t.PARAM_LEDGER_LOCATION)}) recorded {earlier}")
     return None
 
 
@@ -160,7 +263,55 @@ def _recover_artifact(a: _Audit) -> None:
     actual = sha256_file(a.weights) if a.weights else None
     if actual:
         a.evidence["weights.registered"] = actual
+        from auditor.steps.production import deployed_findings
+
+        a.findings += deployed_findings(a.session, a.info, actual)
     a.recovery = RecoveryCheck(expected_sha256=expected, actual_sha256=actual, registered=dict(a.record.outputs.metrics), unrecoverable=[why] if why else [])
+    served = _served_problems(a, expected)
+    if served:
+        a.recovery = a.recovery.model_copy(update={"unrecoverable": [*a.recovery.unrecoverable, *served]})
+
+
+def _served_problems(a: _Audit, weights_sha256: str | None) -> list[str]:
+    """What the registered version serves (its LoggedModel: MLmodel, code copy, weights), hashed file by file
+    against the manifest its training run logged as a param; every file's sha256 goes into the evidence
+    (``served.<path>``), so the report names what was covered. Returns why the served model is not the audited one."""
+    import json
+
+    from auditor.registry.tracking import served_manifest
+    from auditor.tags import PARAM_SERVED_MANIFEST
+
+    download = getattr(a.session.registry, "download_served", None)
+    folder = download(a.info, a.tmp / "served") if download is not None else None
+    logged = a.info.run_params.get(PARAM_SERVED_MANIFEST)  # a run param: MLflow refuses to change it
+    if folder is None:
+        if logged and download is not None:  # fail closed: the tag that points at the LoggedModel is editable
+            return [f"the training run logged a manifest of the LoggedModel it serves ({PARAM_SERVED_MANIFEST}), but "
+                    f"{a.info.ref} no longer leads to it (its source or its run's LoggedModel tag changed): what is "
+                    "served could not be compared with what was audited"]
+        return []
+    found = served_manifest(folder)
+    a.evidence.update({f"served.{path}": sha for path, sha in found.items()})
+    problems = []
+    if weights_sha256 and not any(same(sha, weights_sha256) for sha in found.values()):
+        weights = [path for path in found if path.endswith(".safetensors")]
+        problems.append(f"the served model's weights {', '.join(weights) or '(no file of the registered sha256)'} are not "
+                        f"the registered weights (sha256 {spelled(weights_sha256)}): what is served is not what was audited")
+    if not logged:
+        a.findings.append(Finding(code="served.unanchored", path="outputs.artifacts", severity="warning",
+                                  message=f"{a.info.ref} serves a LoggedModel whose training run logged no manifest of it: "
+                                          "only its weights were compared, not its code copy or MLmodel",
+                                  hint="re-register the version with this version of the SDK"))
+        return problems
+    expected = json.loads(logged)
+    for path in sorted(set(expected) | set(found)):
+        if path not in found:
+            problems.append(f"the served file {path} is missing from the LoggedModel")
+        elif path not in expected:
+            problems.append(f"the served file {path} was added to the LoggedModel after training (not in its logged manifest)")
+        elif expected[path] != found[path]:
+            problems.append(f"the served file {path} changed after training (sha256 {expected[path]} logged, {found[path]} now)")
+    return problems
 
 
 def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
@@ -190,13 +341,16 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
             evaluation, forked_s, evaluation_crash = forked_evaluation(out)
             if forked_s is None or evaluation_crash:  # it crashed evaluating (in a forked child, or evaluating only)
                 a.log_tail = exc.log_tail
+                _compare_traced_of_crash(a, out)  # what it read before crashing still names a changed input
                 return _not_evaluable(a, evaluation_crash or crash_signature(exc.log_tail) or str(exc))
             if evaluation is not None:  # the evaluation passed, the training crashed: as any rebuild's crash
                 a.recovery = a.recovery.model_copy(update={"evaluated": evaluation})
             first = _once_more(a, workspace, out, timeout, exc)
-        if first.evaluation_crash:
+        if first.evaluation_crash:  # the evaluation crashed, the training in the same process finished
             a.log_tail = first.log_tail
-            return _not_evaluable(a, first.evaluation_crash)
+            _not_evaluable(a, first.evaluation_crash)
+            a.timings.rebuild_s = round(first.wall_s - (first.evaluation_s or 0.0), 3)
+            return [first]  # its weights (another shape?) and traced inputs are still compared
         if first.evaluated:  # it evaluated only: the registered weights' metrics, then a rebuild of its own
             a.recovery = a.recovery.model_copy(update={"evaluated": first.metrics})
         else:
@@ -222,6 +376,21 @@ def _not_evaluable(a: _Audit, why: str) -> list[RunResult]:
     a.recovery = a.recovery.model_copy(update={"unrecoverable": [
         *a.recovery.unrecoverable, f"re-evaluating the registered weights with the recorded recipe crashed: {why}"]})
     return []
+
+
+def _compare_traced_of_crash(a: _Audit, out: Path) -> None:
+    """A crashed run's traced inputs (its record is written even when the script fails) against training's: an
+    input read otherwise is named. What it did not read proves nothing (it stopped early), so only reads that differ
+    or are new count."""
+    from auditor.contract import RECORD_FILE
+    from auditor.lineage.traced import compare as compare_traced
+
+    try:
+        rebuilt = RunRecord.from_json((out / RECORD_FILE).read_bytes(), source=str(out))
+    except (OSError, ReproError):
+        return
+    a.findings += [f for f in compare_traced(a.record, rebuilt)
+                   if f.code.startswith("traced.") and not f.code.endswith(("_not_read", "not_traced")) and f not in a.findings]
 
 
 def rebuild_once(a: _Audit, workspace, out: Path, timeout: float, **recipe: Any) -> RunResult:
@@ -270,6 +439,44 @@ def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
         a.findings += [f for f in compare_traced(a.record, run.record) if f not in a.findings]
 
 
+def _compare_downloads(a: _Audit, runs: list[RunResult]) -> None:
+    """Data the script downloads (``auditor.generated(..., source=URL)``): a rebuild that downloaded other bytes
+    trained on other data, because the source changed since training (not because a generator was unseeded)."""
+    for name, ref in a.record.data.items():
+        for run in runs:
+            again = run.record.data.get(name) if run.record is not None else None
+            if not ref.source or ref.content_hash is None or again is None or again.content_hash in (None, ref.content_hash):
+                continue
+            finding = Finding(
+                code="data.source_changed", path=f"data.{name}", severity="blocking",
+                message=f"the source changed since training: {ref.source} now gives other bytes ({again.content_hash}) than "
+                        f"at training ({ref.content_hash}, recorded as snapshot {ref.version})",
+                hint=f"read the data from run.data_path({name!r}) (the recorded snapshot) instead of downloading it again")
+            if finding not in a.findings:
+                a.findings.append(finding)
+
+
+def _compare_consumed(a: _Audit, runs: list[RunResult]) -> None:
+    """What each rebuild's model consumed against what training's did: other data fails lineage, naming the first
+    differing batch, whatever the determinism flags say (``auditor.judge.consumed``). A segment replay consumes a
+    part of training's batches by design, so it is judged by its checkpoints instead."""
+    if a.segments is not None:
+        return
+    from auditor.judge.consumed import rebuild_findings
+
+    for run in runs:
+        a.findings += [f for f in rebuild_findings(a.record, run.record) if f not in a.findings]
+
+
+def _identical_rebuilds_evaluate(a: _Audit, runs: list[RunResult]) -> None:
+    """A rebuild whose model is bit-identical to the registered one evaluated the registered model: its metrics must
+    be the registered ones (artifact recovery), whether or not the script honours the re-evaluation hook."""
+    if a.recovery is None or a.weight_diff is None or not a.weight_diff.identical or not runs[0].weights_sha256:
+        return
+    same = [r.metrics for r in runs if r.weights_sha256 == runs[0].weights_sha256 and not r.evaluated]
+    a.recovery = a.recovery.model_copy(update={"rebuilt_identical": same})
+
+
 def _compare(a: _Audit, runs: list[RunResult]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
     from auditor.judge.binding import bind
@@ -285,6 +492,11 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     calibration_text = a.info.tags.get(TAG_CALIBRATION)
     if calibration is not None:
         a.calibration = calibration  # the run's evidence, never the editable tag
+        floor = calibration.same_seed  # its numbers beside the judged calibration: the report pictures the weights against them
+        for entry in a.calibrations:
+            if entry.get("judged"):
+                entry["floor"] = {"n": floor.n, "max_abs": floor.max_abs, "rel_l2": floor.rel_l2, "margin": floor.margin,
+                                  "bit_identical": floor.bit_identical, "thresholds": floor.thresholds()}
         if calibration_text and calibration_text != calibration.to_json():
             a.findings.append(Finding(
                 code="calibration.tag_edited", path="bands", severity="warning",
@@ -303,9 +515,14 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
 
     a.lottery = seed_lottery(calibration, a.record.outputs.metrics, bands)  # was the registered seed picked for its result?
     a.findings += lottery_findings(a.lottery)
+    from auditor.judge.multiplicity import from_calibration
+
+    a.multiplicity = from_calibration(calibration)  # from the stored reruns: nothing is rerun for it
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
     _compare_traced(a, runs)
+    _compare_consumed(a, runs)
+    _compare_downloads(a, runs)
     if rebuilt.weights_sha256:
         a.evidence["weights.rebuilt"] = rebuilt.weights_sha256
     if a.weights is not None and rebuilt.weights is not None:
@@ -313,6 +530,7 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
         a.evidence.update(lines)
         a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
         a.findings += _knob_changes(a.record, rebuilt)
+        _predictions(a, rebuilt)
     elif rebuilt.weights is None:
         a.unrecoverable = f"the rebuild left no {model_file(a.flavor)}"
     elif a.recovery is not None and a.recovery.expected_sha256 and rebuilt.weights_sha256:
@@ -321,8 +539,28 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
 
         a.weight_diff = WeightDiff(identical=same(rebuilt.weights_sha256, a.recovery.expected_sha256),
                                    sha256_a=spelled(a.recovery.expected_sha256), sha256_b=rebuilt.weights_sha256)
+    _identical_rebuilds_evaluate(a, runs)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = drift(a.record, rebuilt)
+
+
+def _predictions(a: _Audit, rebuilt: RunResult) -> None:
+    """A tabular model's scores on the recorded evaluation data (``auditor.judge.models.prediction_evidence``):
+    evidence lines, and the decision-flip rate judged beside the metrics."""
+    artifact = a.record.outputs.model()
+    if artifact is None or not a.flavor or a.flavor == "torch":
+        return
+    from auditor.judge.models import prediction_evidence
+
+    lines, flips, why = prediction_evidence(artifact.predictions, rebuilt.output_dir,
+                                            floor=a.calibration.same_seed if a.calibration else None)
+    a.evidence.update(lines)
+    if flips is not None:
+        a.metric_results = [*a.metric_results, flips]
+    if why:
+        a.findings.append(Finding(code="predictions.unscored", path="outputs.artifacts", severity="warning",
+                                  message=f"the registered model's predictions were {why}",
+                                  hint="pass the evaluation data to run.save_model(model, eval_data=x_test, threshold=t)"))
 
 
 def _knob_changes(record: RunRecord, rebuilt: RunResult) -> list[Finding]:
@@ -385,12 +623,45 @@ def _judge(a: _Audit) -> tuple[Verdict, dict[str, Any]]:
                            error=a.error, unrecoverable=a.unrecoverable,
                            floor=a.calibration.same_seed if a.calibration else None, platform=a.platform,
                            calibration_findings=a.calibration.findings() if a.calibration else (),
-                           deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic))
+                           deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic),
+                           expected=a.expected.tier if a.expected is not None else None)
+    from auditor.judge.expected import missed_bitwise
+
+    a.findings = missed_bitwise(a.expected, tiers["bitwise"].status) + a.findings  # the stronger finding first
     if a.segments is not None:
         from auditor.segments import segment_verdict
 
         verdict, tiers = segment_verdict(a.segments, verdict, tiers)
+    if not a.metric_results and a.weight_diff is None:  # no rebuild was compared: its tiers say why
+        from auditor.judge.verdict import not_reached
+
+        tiers = not_reached(tiers, _why_not_rebuilt(a))
     return verdict, tiers
+
+
+def _why_not_rebuilt(a: _Audit) -> str:
+    """Why no rebuild was compared, for the tiers that needed one."""
+    blocking = [f.code for f in a.findings if f.blocking]
+    if a.record is None:
+        return f"no run record could be used ({', '.join(blocking) or 'none read'}), so nothing was rebuilt"
+    if a.error:
+        return "the audit stopped on an error before a rebuild could be compared (see the error)"
+    if a.unrecoverable:
+        return "the model could not be rebuilt from what was recorded (see the error)"
+    if a.recovery is not None and a.recovery.unrecoverable:
+        return f"no rebuild was judged: {a.recovery.unrecoverable[-1]}"
+    if blocking:
+        return f"the lineage gate blocked the rebuild ({', '.join(dict.fromkeys(blocking))}): fix those findings and audit again"
+    return "no rebuild was compared"
+
+
+def _rerun_cost(a: _Audit) -> dict[str, Any] | None:
+    """The calibration reruns behind this report and what they cost, with what reused them (None: not calibrated)."""
+    if a.calibration is None:
+        return None
+    same, varied = a.calibration.same_seed.n, len(a.calibration.seed_varied)
+    return {"same_seed": same, "seed_varied": varied, "calibrated_at": a.calibration.calibrated_at, **(a.calibration.cost or {}),
+            "reruns": same + varied, "reused_by": ["the bands", "the lottery check", "the multiplicity figure", "any comparison"]}
 
 
 def _result(a: _Audit, verdict: Verdict, tiers: dict[str, Any], *, started: str, runner: str, options: Any) -> AuditResult:
@@ -412,5 +683,6 @@ def _result(a: _Audit, verdict: Verdict, tiers: dict[str, Any], *, started: str,
         findings=findings, metrics=a.metric_results, weight_diff=a.weight_diff, drift=a.drift, timings=a.timings,
         log_tail=redact(a.log_tail) or "",
         error=redact(a.error or a.unrecoverable),
-        evidence=a.evidence, calibrations=a.calibrations, segments=a.segments, lottery=a.lottery,
+        evidence=a.evidence, calibrations=a.calibrations, segments=a.segments, lottery=a.lottery, expected=a.expected,
+        multiplicity=a.multiplicity, rerun_cost=_rerun_cost(a),
     )

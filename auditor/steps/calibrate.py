@@ -15,7 +15,7 @@ import shutil
 from typing import Any
 
 from auditor.digests import sha256_digest
-from auditor.errors import BadInput
+from auditor.errors import BadInput, Findings
 from auditor.judge.result import Band
 from auditor.lineage.findings import Finding
 from auditor.rebuild.run import RunResult, run_recipe
@@ -76,17 +76,75 @@ def same_seed_floor(record: Any, runs: list[RunResult]) -> Any:
     return floor_from_reruns([FloorRun(seed=seed, weights_sha256=model_digest(r), metrics=r.metrics) for r in runs], pairs, platform)
 
 
+def check_recipe(session: Any, info: Any, record: Any, same: list[RunResult], floor: Any, tmp: Any) -> None:
+    """Stop calibration (``Findings``: nothing is stored) when the same-seed reruns are not execution noise of the
+    recipe that trained the model: their models consumed other data, or their weights or metrics are not the
+    registered run's (``auditor.judge.recipe``). Each line names the batch, weights, metric or input at fault."""
+    from auditor.errors import ReproError
+    from auditor.judge.models import model_diff
+    from auditor.judge.recipe import hint_for, recipe_problems
+    from auditor.lineage.traced import compare as compare_traced
+
+    registered = _registered_model(session, info, record, tmp)
+    diffs = []
+    for run in same:
+        try:
+            diffs.append(model_diff(registered, run.weights, run.flavor)[0] if registered and run.weights else None)
+        except ReproError as exc:  # an unreadable model: the audit's own comparison names it
+            log.warning("calibrate %s: could not compare a rerun's model with the registered one: %s", info.ref, exc)
+            diffs.append(None)
+    traced: list[str] = []
+    for run in same:
+        for finding in compare_traced(record, run.record) if run.record is not None else []:
+            line = f"the reruns read other inputs than training did: {finding.message}"
+            if finding.blocking and line not in traced:
+                traced.append(line)
+    problems = recipe_problems(record, [r.record for r in same], [r.metrics for r in same], floor, diffs, traced=traced)
+    if problems:
+        lines = "\n".join(f"  - {line}" for line in problems)
+        raise Findings(f"calibration of {info.ref} stopped and stored no band: its same-seed reruns are not execution noise "
+                       f"of the recipe that trained the model:\n{lines}", hint=hint_for(problems))
+
+
+def _registered_model(session: Any, info: Any, record: Any, tmp: Any) -> Any:
+    """The registered model file, downloaded and checked against the record's sha256 (None: not available; the
+    audit's artifact recovery names why)."""
+    from auditor.contract import model_file
+    from auditor.digests import same
+    from auditor.errors import InfrastructureError, ReproError
+    from auditor.judge.weights import sha256_file
+    from auditor.tags import WEIGHTS_ARTIFACT
+    from auditor.uris import run_artifact_path
+
+    artifact = record.outputs.model()
+    if artifact is None:
+        return None
+    try:
+        path = session.registry.download_artifact(info, run_artifact_path(artifact.uri) or WEIGHTS_ARTIFACT,
+                                                  tmp / f"registered-{model_file(artifact.flavor)}")
+    except InfrastructureError:
+        raise
+    except ReproError as exc:
+        log.warning("calibrate %s: the registered model could not be downloaded (%s): not compared with the reruns", info.ref, exc)
+        return None
+    return path if same(sha256_file(path), artifact.sha256) else None
+
+
 def model_digest(run: RunResult) -> str | None:
     """What tells two reruns' models apart: the normalised model's sha256 (PyTorch: the weights file's)."""
     return run.canonical_sha256 or run.weights_sha256
 
 
 def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any, counts: tuple[int, int],
-           progress: Progress) -> tuple[Any, list[int], list[RunResult]]:
+           progress: Progress) -> tuple[Any, list[int], list[RunResult], list[Any], dict[str, Any]]:
     """The same-seed reruns (their floor, measured before the scratch folder goes), then the seed-varied
-    ones with their seeds, in one scratch workspace."""
+    ones with their seeds, in one scratch workspace; with each seed-varied rerun's decisions and the cost
+    (``auditor.steps.reruns``)."""
+    from auditor.steps.reruns import children_cpu_s, cost, rerun_decisions
+
     same_seed, reruns = counts
     tmp = session.scratch("calibrate-")
+    cpu_before = children_cpu_s()
     timeout = session.settings.rebuild_timeout_s
     try:
         progress("preparing the workspace")
@@ -98,13 +156,15 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
             log.info("calibrate %s: same-seed rerun %d/%d (seed %s)", info.ref, i + 1, same_seed, record.seeds.seed)
             same.append(run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout))
         floor = same_seed_floor(record, same)
+        check_recipe(session, info, record, same, floor, tmp)  # before the seed-varied reruns: nothing is paid for a refusal
         seeds = calibration_seeds(record.seeds.seed, reruns)
         varied = []
         for i, seed in enumerate(seeds):
             progress(f"seed-varied rerun {i + 1}/{reruns} (seed {seed})")
             log.info("calibrate %s: seed-varied rerun %d/%d (seed %s)", info.ref, i + 1, reruns, seed)
             varied.append(run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed))
-        return floor, seeds, varied
+        decided = [rerun_decisions(run) for run in varied]  # read before the scratch folder goes
+        return floor, seeds, varied, decided, cost([*same, *varied], cpu_before, runner=getattr(run_with, "name", None))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -129,7 +189,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     if record.seeds is None or record.seeds.seed is None:
         raise BadInput(f"{info.ref} records no base seed to vary")
     _refuse_weaker(registry, info, reruns, replace)
-    floor, seeds, varied = _rerun(session, info, record, diff, run_with, (same_seed, reruns), progress)
+    floor, seeds, varied, decided, spent = _rerun(session, info, record, diff, run_with, (same_seed, reruns), progress)
     metrics = {f"rerun-{i + 1}-seed-{seed}": run.metrics for i, (seed, run) in enumerate(zip(seeds, varied, strict=True))}
     names = sorted({n for m in metrics.values() for n in m})
     zero = [n for n in names if len({json.dumps(m.get(n)) for m in metrics.values()}) == 1]
@@ -137,9 +197,12 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     calibration = Calibration(
         calibrated_at=now(),
         same_seed=floor,
-        seed_varied=[FloorRun(seed=s, weights_sha256=model_digest(r), metrics=r.metrics) for s, r in zip(seeds, varied, strict=True)],
+        seed_varied=[FloorRun(seed=s, weights_sha256=model_digest(r), metrics=r.metrics, decisions=d)
+                     for s, r, d in zip(seeds, varied, decided, strict=True)],
+        cost=spent,
         zero_spread=zero,
         seed_ignored=len(hashes) == 1 and None not in hashes,
+        deterministic=bool(record.seeds.deterministic),
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
     computed = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
@@ -152,41 +215,71 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
 
 
 def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, str]:
-    """Store a calibration's evidence as a run of the audits experiment; returns what its bands name.
+    """Publish a calibration's evidence like an audit's, then log it as a run of the audits experiment; returns
+    what its bands name.
 
-    The artifact holds every rerun's seed, weight digest and metrics and the same-seed floor; its
-    sha256 is a param of the run, which MLflow does not let anyone change. Each calibration adds a
-    run, so a version's calibrations keep their history.
+    The evidence (every rerun's seed, weight digest and metrics and the same-seed floor) goes to the
+    reports store, signed by the auditor's key where one is configured, with a ledger entry of its own
+    (``auditor.report.calibrations``): the judge uses a calibration only when that entry and signature
+    verify. The run holds the same file, its sha256 as a param, and the ledger head as its anchor.
     """
     from auditor import tags as t
+    from auditor.report.calibrations import publish_calibration
+    from auditor.steps.publish import anchor_params
+
     data = calibration.to_json().encode("utf-8")
     sha = sha256_digest(data)
+    if session.settings.require_object_lock:  # published like an audit: to a locked bucket only, when that is required
+        from auditor.report.lock import require_object_lock
+
+        require_object_lock(session.store, session.settings.lock_retention_days)
+    published = publish_calibration(session.store, data, model=info.name, version=str(info.version), sha256=sha,
+                                    calibrated_at=calibration.calibrated_at, key=session.signer)
+    params = {t.PARAM_CALIBRATION_SHA256: sha, t.PARAM_CALIBRATION_RERUNS: str(len(calibration.seed_varied)),
+              t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
+              **anchor_params(session, published.entry, published.entry_version_id)}
     run_id = session.registry.log_run(
         experiment=session.settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
-        name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}",
-        params={t.PARAM_CALIBRATION_SHA256: sha, t.PARAM_CALIBRATION_RERUNS: str(len(calibration.seed_varied)),
-                t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)},
+        name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}", params=params,
         tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
               t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB"},
         metrics={}, artifacts={t.CALIBRATION_ARTIFACT: data},
     )
+    from auditor.report.publish import refresh
+
+    refresh(session.store)
     return {"run_id": run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT}
 
 
-def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tuple[Any, dict[str, str] | None, list[dict[str, Any]]]:
-    """The version's newest calibration as its run stored it (checked against the run's sha256 param).
+def _judge_key(session: Any) -> Any:
+    """The public key calibrations are held to: the session's signer's, else the configured public key (None: neither)."""
+    from auditor.report.attest import configured_public_key
 
-    Returns (calibration, the evidence its bands must name, every calibration run for the report's
-    history). A calibration run whose artifact no longer matches its param is refused with a finding
-    appended to ``findings``: the evidence was altered.
+    signer = session.signer
+    return signer.signer.public_key if signer is not None else configured_public_key(session.settings)
+
+
+def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tuple[Any, dict[str, str] | None, list[dict[str, Any]]]:
+    """The version's newest calibration whose ledger entry (and, with a signing key, signature) verifies.
+
+    Returns (calibration, the evidence its bands must name, every calibration for the report's history,
+    each saying whether it was judged and why not). The ledger in the reports store decides which
+    calibrations exist: an MLflow calibration run the ledger does not record (made by hand, with a
+    consistent sha256 param) is refused, and so is a ledgered one whose file, entry or signature does not
+    verify; each refusal is a finding naming the calibration. The editable tags never decide.
     """
     from auditor import tags as t
     from auditor.judge.floors import calibration_from_json
+    from auditor.report.calibrations import ledgered_calibrations
 
     runs = session.registry.find_runs(experiment=session.settings.audit_experiment,
                                       params={t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)})
+    ledgered, unreadable = ledgered_calibrations(session.store, info.name, str(info.version), _judge_key(session))
+    if unreadable:
+        findings.append(_refusal("calibration.unverified", unreadable))
+    in_ledger = {c.sha256 for c in ledgered}
+    run_of: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
-    newest: tuple[Any, dict[str, str] | None] = (None, None)
     for run in runs:
         sha = run.params.get(t.PARAM_CALIBRATION_SHA256)
         if not sha:
@@ -194,19 +287,43 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
         data = session.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
         entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS), "deleted": run.deleted}
         if data is None or sha256_digest(data) != sha:
-            findings.append(Finding(
-                code="calibration.altered", path="bands", severity="warning",
-                message=f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; its bands are refused",
-                hint="re-run `repro-audit calibrate`"))
-            history.append({**entry, "valid": False})
+            findings.append(_refusal("calibration.altered", (
+                f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; "
+                "its bands are refused")))
+            history.append({**entry, "valid": False, "refused": "altered"})
+        elif sha not in in_ledger:
+            findings.append(_refusal("calibration.unledgered", (
+                f"calibration run {run.run_id} (evidence {sha}) is not recorded in the ledger at {session.store.uri}: "
+                "no calibration of this product made it (it was logged by hand); refused")))
+            history.append({**entry, "valid": False, "refused": "not in the ledger"})
+        else:
+            run_of.setdefault(sha, run)
+    newest: tuple[Any, dict[str, str] | None] = (None, None)
+    for item in ledgered:
+        run = run_of.get(item.sha256)
+        entry = {"run_id": run.run_id if run is not None else None, "sha256": item.sha256, "deleted": bool(run and run.deleted),
+                 "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS) if run is not None else None,
+                 "ledger": f"ledger entry {item.seq}, signature {item.signature}" + (f" (key {item.keyid})" if item.keyid else "")}
+        if item.problem:
+            findings.append(_refusal("calibration.unverified", f"{item.describe()}: {item.problem}; refused"))
+            history.append({**entry, "valid": False, "refused": "signature or ledger entry fails"})
             continue
-        calibration = calibration_from_json(data, source=f"calibration run {run.run_id}")
+        if run is None or run.deleted:
+            findings.append(_refusal("calibration.run_missing", (
+                f"{item.describe()}: its MLflow calibration run is {'deleted' if run else 'gone (purged or never logged)'}; "
+                "the ledger's signed copy is judged")))
+        calibration = calibration_from_json(item.data, source=item.describe())
         history.append({**entry, "calibrated_at": calibration.calibrated_at, "valid": True})
-        newest = (calibration, {"run_id": run.run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT})
+        newest = (calibration, {"run_id": entry["run_id"] or f"ledger entry {item.seq}", "sha256": item.sha256,
+                                "artifact": t.CALIBRATION_ARTIFACT, "ledger_seq": str(item.seq)})
     if newest[1] is not None:
         for item in history:
-            item["judged"] = item["run_id"] == newest[1]["run_id"]
+            item["judged"] = item.get("valid", False) and item["sha256"] == newest[1]["sha256"]
     return newest[0], newest[1], history
+
+
+def _refusal(code: str, message: str) -> Finding:
+    return Finding(code=code, path="bands", severity="warning", message=message, hint="re-run `repro-audit calibrate`")
 
 
 __all__ = ["Band", "Bands", "calibrate", "calibration_seeds", "log_calibration_run", "model_digest", "same_seed_floor",

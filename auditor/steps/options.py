@@ -28,6 +28,7 @@ class AuditOptions:
     segments: int | None = None
     budget: float | None = None
     workers: int = 1
+    segment_seed: str | None = None  # fixes the segments' interior draw (to repeat an audit); None: drawn at audit time
     task: bool = False
     last_try: bool = True
 

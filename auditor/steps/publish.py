@@ -11,7 +11,7 @@ from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.judge.result import AuditResult, Verdict
-from auditor.settings import REPORTS
+from auditor.settings import LEDGER_ANCHOR, REPORTS
 from auditor.steps.common import Progress, now
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
 
@@ -116,9 +116,11 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
         raise InfrastructureError(
             f"{info.ref}: the report is published but ledger entry {publication.seq} is not anchored in MLflow ({exc})",
             hint="re-run the same audit: it completes the anchor, then evidence verify passes") from exc
-    if info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id:
+    short = outcome_tags(session, result, publication)  # the tiers and the report's web address, beside the verdict
+    if (info.tags.get(TAG_AUDIT_DATE) != date or info.tags.get(TAG_REPORT) != report_uri or info.tags.get(TAG_AUDIT_RUN) != run_id
+            or any(info.tags.get(k) != v for k, v in short.items())):
         session.registry.write_outcome(info, result.verdict.value, result.finished_at or now(), report_uri)
-        tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id}
+        tags = {TAG_AUDIT_DATE: date, TAG_AUDIT_RUN: run_id, **short}
         previous = info.tags.get(TAG_AUDIT_DATE)
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
@@ -127,33 +129,85 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
     return report_uri
 
 
+def anchor_params(session: Any, entry: dict[str, Any], entry_version_id: str | None) -> dict[str, str]:
+    """Anchor ``entry``'s head outside the reports folder: in the second anchor store when one is configured
+    (``REPRO_LEDGER_ANCHOR``, written first and once), and as the MLflow params this returns (location,
+    ledger id, seq, head), which the caller logs on its run."""
+    from auditor import tags as t
+    from auditor.report.anchors import ledger_id, write_anchor
+
+    store = session.store
+    lid = ledger_id(store)
+    second = second_anchor_store(session)
+    if second is not None:
+        write_anchor(second, location=store.identity, lid=lid, entry=entry, entry_version=entry_version_id)
+    params = {t.PARAM_LEDGER_LOCATION: store.identity, t.PARAM_LEDGER_SEQ: str(entry["seq"]), t.PARAM_LEDGER_HEAD: entry["hash"]}
+    if lid:
+        params[t.PARAM_LEDGER_ID] = lid
+    if entry_version_id:
+        params[t.PARAM_LEDGER_ENTRY_VERSION] = entry_version_id
+    return params
+
+
+def second_anchor_store(session: Any) -> Any:
+    """The store ``REPRO_LEDGER_ANCHOR`` names (locked like the reports when Object Lock is required), or None."""
+    uri = session.settings.ledger_anchor
+    if not uri:
+        return None
+    from auditor.report.lock import require_object_lock
+    from auditor.storage import open_store
+
+    store = open_store(uri)
+    if session.settings.require_object_lock:
+        require_object_lock(store, session.settings.lock_retention_days)
+    return store
+
+
+def report_url(settings: Any, report_key: str) -> str | None:
+    """The report's web address under ``REPRO_REPORTS_URL``; None when the reports folder is not served."""
+    base = getattr(settings, "reports_url", None)
+    return f"{base.rstrip('/')}/{report_key}" if base else None
+
+
+def outcome_tags(session: Any, result: AuditResult, publication: Any) -> dict[str, str]:
+    """Short version tags beside the verdict: each tier's status, and the report's web address when it has one."""
+    from auditor.tags import TAG_AUDIT_TIER_PREFIX, TAG_REPORT_URL
+
+    tags = {f"{TAG_AUDIT_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()}
+    url = report_url(session.settings, publication.report_key)
+    if url:
+        tags[TAG_REPORT_URL] = url
+    return tags
+
+
 def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any) -> str:
     """Log the audit as a run of the audits experiment, once per audit; its params anchor the ledger head.
 
     MLflow refuses to change a param once logged, so the head written here (sequence number
-    and entry hash, for this reports location) is what ``evidence verify`` holds the ledger to:
-    a rewritten, re-chained or rolled-back ledger no longer matches it.
+    and entry hash, for this reports location and ledger id) is what ``evidence verify`` holds the ledger
+    to: a rewritten, re-chained or rolled-back ledger no longer matches it.
     """
     from auditor import tags as t
 
-    entry = publication.entry or {}
+    entry = publication.entry or {"seq": publication.seq, "hash": publication.entry_hash}
     params = {
-        t.PARAM_LEDGER_LOCATION: session.store.identity,
-        t.PARAM_LEDGER_SEQ: str(publication.seq),
-        t.PARAM_LEDGER_HEAD: publication.entry_hash,
+        **anchor_params(session, entry, publication.entry_version_id),
         t.PARAM_EVIDENCE_SHA256: (entry.get("evidence") or {}).get("sha256", ""),
         t.PARAM_RECORD_DIGEST: result.record_digest or "",
+        t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),  # earlier audits of a version, wherever published
     }
     if entry.get("attestation"):
         params[t.PARAM_ATTESTATION_SHA256] = entry["attestation"]["sha256"]
-    if publication.entry_version_id:
-        params[t.PARAM_LEDGER_ENTRY_VERSION] = publication.entry_version_id
     run_tags = {
         t.TAG_RUN_KIND: "audit", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
         t.TAG_VERDICT: result.verdict.value, t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB",
         **{f"{t.TAG_RUN_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()},
     }
-    metrics = {}
+    url = report_url(session.settings, publication.report_key)
+    if url:
+        run_tags[t.TAG_REPORT_URL] = url
+    # the audit's real durations (MLflow's own Duration column is the time this run took to log)
+    metrics = {f"audit.{k}": float(v) for k, v in result.timings.model_dump().items() if isinstance(v, (int, float))}
     for m in result.metrics:
         values = [v for v in m.rebuilt if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v]
         if values:
@@ -165,18 +219,67 @@ def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any
 
 
 def ledger_anchors(session: Any, location: str) -> list[Any]:
-    """The ledger heads the audits experiment anchors for ``location`` (``evidence verify`` compares them)."""
-    from auditor.report.verify import Anchor
+    """The ledger heads anchored for the ledger at ``location`` (``evidence verify`` compares them): MLflow runs of the
+    audits experiment naming this location or this ledger's id, and the second anchor store's objects when one is
+    configured. A source configured but holding nothing for this ledger still appears (with no anchors)."""
+    from auditor.report.anchors import ledger_id, read_anchors
+    from auditor.report.verify import Anchor, Anchors
     from auditor.storage import open_store
-    from auditor.tags import PARAM_LEDGER_ENTRY_VERSION, PARAM_LEDGER_HEAD, PARAM_LEDGER_LOCATION, PARAM_LEDGER_SEQ
+    from auditor.tags import (
+        PARAM_LEDGER_ENTRY_VERSION,
+        PARAM_LEDGER_HEAD,
+        PARAM_LEDGER_ID,
+        PARAM_LEDGER_LOCATION,
+        PARAM_LEDGER_SEQ,
+    )
 
     experiment = session.settings.audit_experiment
-    uri = open_store(location).identity
-    anchors = []
-    for run in session.registry.find_runs(experiment=experiment, params={PARAM_LEDGER_LOCATION: uri}):
+    store = open_store(location)
+    uri, lid = store.identity, ledger_id(store)
+    runs = {r.run_id: r for r in session.registry.find_runs(experiment=experiment, params={PARAM_LEDGER_LOCATION: uri})}
+    if lid:
+        runs.update({r.run_id: r for r in session.registry.find_runs(experiment=experiment, params={PARAM_LEDGER_ID: lid})})
+    mlflow_source = f"MLflow experiment {experiment!r}"
+    anchors = Anchors(sources=[mlflow_source])
+    for run in sorted(runs.values(), key=lambda r: r.start_time or 0):
         seq, head = run.params.get(PARAM_LEDGER_SEQ), run.params.get(PARAM_LEDGER_HEAD)
         if seq is not None and seq.isdigit() and head:
             state = " (deleted)" if run.deleted else ""
             anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {experiment!r}",
-                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION)))
+                                  entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION), source=mlflow_source))
+    second = second_anchor_store(session)
+    if second is not None:
+        source = f"the second anchor {second.uri} ({LEDGER_ANCHOR.name})"
+        anchors.sources.append(source)
+        for seq, head, version, key in read_anchors(second, location=uri, lid=lid):
+            anchors.append(Anchor(seq=seq, head=head, where=f"the second anchor {second.uri}/{key}", entry_version=version,
+                                  source=source))
     return anchors
+
+
+def record_rotation(session: Any, old_key: str, new_key: str) -> dict[str, Any]:
+    """Record the hand-over of the auditor's signing key from ``old_key`` to ``new_key`` (PEM private key files or
+    signer URIs): a statement signed by both, a ledger entry and its anchors (MLflow, and the second anchor)."""
+    from auditor import tags as t
+    from auditor.report import attest
+    from auditor.report.publish import refresh
+    from auditor.report.rotation import publish_rotation
+
+    public = session.settings.signing_public_key
+    old = attest.load_signing_key(old_key, public_key=public)
+    new = attest.load_signing_key(new_key, public_key=public)
+    entry = publish_rotation(session.store, old, new)
+    refresh(session.store)
+    version = session.store.version_ids([_entry_key(entry)]).get(_entry_key(entry))
+    session.registry.log_run(
+        experiment=session.settings.audit_experiment, identity=entry["id"], name=f"key rotation {old.keyid[:12]} to {new.keyid[:12]}",
+        params=anchor_params(session, entry, version),
+        tags={t.TAG_RUN_KIND: "key_rotation", t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB"},
+        metrics={}, artifacts={})
+    return entry
+
+
+def _entry_key(entry: dict[str, Any]) -> str:
+    from auditor.report.ledger import entry_key
+
+    return entry_key(entry["seq"])

@@ -1,8 +1,11 @@
 """Segment replay: a version audited by replaying some segments of its checkpoint chain, not all of training.
 
-``segments`` segments (default 2), or a ``budget`` fraction of them, chosen seeded by the audit date and
-always including the last; each starts from its stored checkpoint and must end in the next one (bit for
-bit where the recipe is deterministic, within the same-seed floor otherwise); ``workers`` replay that many
+``segments`` segments, or a ``budget`` fraction of them, never fewer than the minimum sample (the first,
+one interior segment drawn at random, the last: ``auditor.segments.minimum_sample``), drawn by a seed the
+auditor draws at audit time (after the chain was registered: its trainer cannot choose it) unless the
+caller fixes one (``AuditOptions.segment_seed``, to repeat an audit); each starts from its stored
+checkpoint and must end in the next one (bit for bit where the recipe is deterministic, within the
+same-seed floor otherwise); ``workers`` replay that many
 segments at once (they are independent). The last one's weights and metrics are judged like a full
 rebuild's. ``segment_step`` gives ``auditor.steps.audit`` the step that replaces its rebuild.
 """
@@ -27,13 +30,19 @@ def segment_step(session: Any, info: Any, options: Any) -> Any:
     or budget, is the caller's error (``BadInput``), said now."""
     from auditor import segments as seg
 
-    record, _ = session.registry.load_record(info)
-    if not seg.chain(record):
+    try:
+        record, _ = session.registry.load_record(info)
+    except InfrastructureError:
+        raise
+    except ReproError:
+        record = None  # an unreadable or edited record: the audit's lineage step names it (never the caller's error)
+    if record is not None and not seg.chain(record):
         raise BadInput(f"{info.ref} records no checkpoint chain, so it has no segments to replay",
                        hint="audit it with a full rebuild, or save checkpoints in training (auditor.checkpoint_every)")
-    day = options.date or today()
-    seg.pick_segments(2, date=day, count=options.segments, budget=options.budget)
-    return functools.partial(_replay_segments, count=options.segments, budget=options.budget, date=day, workers=options.workers)
+    seg.sample_size(3, count=options.segments, budget=options.budget)  # a bad count or budget: said now
+    given = options.segment_seed
+    return functools.partial(_replay_segments, count=options.segments, budget=options.budget, date=options.date or today(),
+                             workers=options.workers, seed=given or seg.draw_seed(), drawn=not given)
 
 
 def _stored_checkpoint(a: Any, link, dest: Path) -> tuple[Path | None, str | None]:
@@ -107,7 +116,8 @@ def _segment_floor(a: Any) -> Any:
     return calibration.same_seed if calibration is not None else None
 
 
-def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: str, workers: int = 1) -> list[RunResult]:
+def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: str, workers: int = 1, seed: str = "",
+                     drawn: bool = True) -> list[RunResult]:
     """Step 2 of a segment audit: verify the chain, replay the chosen segments, compare each end state.
 
     Returns the last segment's run (it ends where training ended: its weights and metrics are compared
@@ -121,7 +131,7 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
     stored = _verified_chain(a, links)
     if stored is None:
         return []
-    chosen = seg.pick_segments(len(parts), date=date, salt=a.record.digest(), count=count, budget=budget)
+    chosen = seg.pick_segments(len(parts), seed=seed, count=count, budget=budget)
     floor, deterministic = _segment_floor(a), bool(a.record.seeds and a.record.seeds.deterministic)  # a bad tag: before replaying
     done = _run_replays(a, parts, chosen, stored, workers)
     checks, last, hosted, wall = [], None, 0.0, 0.0
@@ -141,7 +151,8 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
             _recovered_by(a, run)
     replayed = {parts[i].end for i in chosen}
     a.segments = SegmentReplay(
-        total=len(parts), selected=chosen, basis=f"audit date {date}, record {a.record.digest()[:19]}…",
+        total=len(parts), selected=chosen,
+        basis=f"audit {date}: " + seg.sample_basis(len(parts), seed=seed, drawn=drawn, count=count, budget=budget),
         chain=[ChainLink(step=link.step, digest=link.digest, replayed=link.step in replayed, digest_ok=True) for link in links],
         checks=checks, replayed_steps=sum(parts[i].end - parts[i].start for i in chosen), total_steps=links[-1].step,
     )

@@ -146,6 +146,24 @@ class Session:
         return compare(self, candidate, incumbent, reruns=reruns, metrics=metrics, runner=runner,
                        calibrate_missing=calibrate_missing, publish=publish, progress=progress)
 
+    def adopt(self, ref: str, *, date: str | None = None, publish: bool = True, progress: Progress = quiet) -> Any:
+        """A lineage assessment of a version trained without the SDK, published like an audit (``auditor.steps.adopt``)."""
+        from auditor.steps.adopt import assess
+
+        return assess(self, ref, date=date, publish=publish, progress=progress)
+
+    def adopt_all(self, *, models: str | None = None, progress: Progress = quiet) -> Any:
+        """Every version's lineage assessment, nothing rebuilt or written (``repro-audit adopt --assess-only``)."""
+        from auditor.steps.adopt import assess_all
+
+        return assess_all(self, models=models, progress=progress)
+
+    def adopt_attach(self, ref: str, *, data: list[str], image: str | None = None, seed: int | None = None) -> dict[str, Any]:
+        """Store and sign what an owner supplies after training (``repro-audit adopt REF --data ...``)."""
+        from auditor.steps.adopt import attach
+
+        return attach(self, ref, data=data, image=image, seed=seed)
+
     def sample(self, date: str, *, models: str | None = None) -> dict[str, Any]:
         from auditor.steps.nightly import sample
 
@@ -165,6 +183,18 @@ class Session:
         from auditor.steps.coverage import coverage
 
         return coverage(self, now=now, write=write)
+
+    def production(self) -> list[dict[str, Any]]:
+        """Does what serves under each production alias hash to the audited artifact? (``auditor.steps.production``)"""
+        from auditor.steps.production import production_check
+
+        return production_check(self)
+
+    def retention(self, *, years: int | None = None, now: Any = None) -> dict[str, Any]:
+        """What of each production or audited version will stop being reproducible, and when (``auditor.steps.retention``)."""
+        from auditor.steps.retention import retention_check
+
+        return retention_check(self, years=years, now=now)
 
     def ledger_anchors(self, location: str) -> list[Any]:
         from auditor.steps.publish import ledger_anchors

@@ -3,9 +3,13 @@
 A step-trained MLP (``tests/fixtures/segmented``) saves a checkpoint every 10 of its 60 steps through
 the SDK; the audit replays segments of that chain through the entry-point contract
 (``REPRO_RESUME_CHECKPOINT``/``REPRO_STOP_STEP``) in real rebuild processes and compares each end state
-with the stored checkpoint. Three cases: an intact chain (reproduced), a chain whose training read
-another data file during steps 20–30 (exactly that segment fails), a stored checkpoint whose weights
-were altered after training (NOT_REPRODUCIBLE: the artifact fails its digest).
+with the stored checkpoint. Cases: an intact chain (reproduced), a chain whose training read another
+data file during steps 20–30 (exactly that segment fails), a stored checkpoint whose weights were
+altered after training (NOT_REPRODUCIBLE: the artifact fails its digest). Issue 26: a chain whose early
+steps were trained on other data, audited at the minimum sample (``--segments 1`` raised to the first, a
+random interior and the last segment, the interior drawn at audit time), is never reproduced; a chain
+edited through MLflow (a checkpoint replaced, the record rewritten and its digest tags recomputed) is
+named as edited, and nothing is replayed from it.
 """
 
 from __future__ import annotations
@@ -30,9 +34,16 @@ def world(tmp_path_factory):
     return w
 
 
-def _replay(w, key: str, date: str, count: int = 2):
-    """``key``'s version audited by replaying ``count`` segments of its chain (nothing published)."""
-    return Session(settings(w)).audit(w.versions[key], AuditOptions(date=date, segments=count, publish=False)).result
+def _replay(w, key: str, date: str, count: int = 3, seed: str | None = None):
+    """``key``'s version audited by replaying ``count`` segments of its chain (nothing published); ``seed`` fixes the
+    interior draw (None: drawn by the auditor, as in production)."""
+    options = AuditOptions(date=date, segments=count, publish=False, segment_seed=seed)
+    return Session(settings(w)).audit(w.versions[key], options).result
+
+
+def _seed_replaying(index: int, n: int = 6) -> str:
+    """A seed whose minimum sample replays segment ``index`` (beside the first and the last)."""
+    return next(s for s in (f"seed-{i}" for i in range(200)) if index in segments.pick_segments(n, seed=s, count=1))
 
 
 def _record(w, key):
@@ -47,28 +58,24 @@ def _record(w, key):
 def test_an_intact_chain_replays_to_a_reproduced_verdict(world):
     record = _record(world, "clean")
     assert [link.step for link in segments.chain(record)] == [10, 20, 30, 40, 50, 60]
-    # a date whose selection replays the first segment (from the seed, not from a checkpoint) beside the last
-    date = next(d for d in (f"2026-11-{day:02d}" for day in range(1, 29)) if 0 in segments.pick_segments(6, date=d, salt=record.digest(), count=2))
-    result = _replay(world, "clean", date)
+    result = _replay(world, "clean", "2026-11-01", seed=_seed_replaying(3))
     assert result.verdict == Verdict.REPRODUCED_BITWISE, (result.error, result.tiers)
     replay = result.segments
-    assert replay.total == 6 and replay.selected == [0, 5]  # the last is always replayed
+    assert replay.total == 6 and replay.selected == [0, 3, 5]  # the first and the last always, one interior drawn
     assert all(c.status == "pass" and c.identical for c in replay.checks)
     assert [link.step for link in replay.chain if link.replayed] == [c.end_step for c in replay.checks]
-    assert replay.replayed_steps == 20 and replay.total_steps == 60
+    assert replay.replayed_steps == 30 and replay.total_steps == 60
+    assert "given to this audit" in replay.basis and "the minimum sample is 3 of 6" in replay.basis
     assert result.tiers["artifact_recovery"].status == "pass"  # re-evaluated inside the last segment's process
     assert "reproduce the metrics" in result.tiers["artifact_recovery"].summary
 
 
 def test_a_segment_trained_on_another_data_file_fails_exactly_that_segment(world):
     train(world, "swapped", plant={"PLANT_SWAP_STEPS": "20:30"})  # another data file for steps 21..30 only
-    record = _record(world, "swapped")
-    # a date whose seeded selection replays the swapped segment (with the last, always replayed)
-    date = next(d for d in (f"2026-12-{day:02d}" for day in range(1, 29))
-                if SWAPPED in segments.pick_segments(6, date=d, salt=record.digest(), count=2))
-    result = _replay(world, "swapped", date)
+    result = _replay(world, "swapped", "2026-12-01", seed=_seed_replaying(SWAPPED))
     checks = {c.index: c for c in result.segments.checks}
-    assert set(checks) == {SWAPPED, 5}
+    assert set(checks) == {0, SWAPPED, 5}
+    assert checks[0].status == "pass" and checks[0].identical  # steps 1–10 were trained on the recorded data
     assert checks[SWAPPED].status == "fail" and not checks[SWAPPED].identical and checks[SWAPPED].max_abs > 0
     assert checks[5].status == "pass" and checks[5].identical  # it starts from the stored (diverged) state
     # the swap also shows in lineage (input tracing saw the unpinned variable and file): NOT_REPRODUCIBLE; the
@@ -92,3 +99,100 @@ def test_a_checkpoint_with_altered_weights_is_not_reproducible(world):
     result = _replay(world, "clean", "2026-12-01")
     assert result.verdict == Verdict.NOT_REPRODUCIBLE
     assert f"checkpoint at step {link.step} fails its digest" in result.error and "altered" in result.error
+
+
+@pytest.fixture(scope="module")
+def early(world):
+    """A chain whose first 20 steps were trained on another data file (the record names the recorded one)."""
+    train(world, "early", plant={"PLANT_SWAP_STEPS": "0:20"})
+    return world
+
+
+def test_a_chain_whose_early_steps_were_trained_on_other_data_is_never_reproduced_at_the_minimum_sample(early):
+    """``--segments 1`` (what passed before: only the last segment, which starts from the stored, diverged state) is
+    raised to the minimum sample; its interior is drawn by the auditor, so no seed is given here."""
+    result = _replay(early, "early", "2026-12-02", count=1)
+    replay = result.segments
+    assert len(replay.selected) == 3 and replay.selected[0] == 0 and replay.selected[-1] == 5
+    assert "1 asked for, raised to the minimum" in replay.basis and "drawn by the auditor at this audit" in replay.basis
+    assert not result.verdict.reproduced, (result.verdict, result.tiers)
+    first = next(c for c in replay.checks if c.index == 0)
+    assert first.status == "fail" and not first.identical  # replayed from the seed on the recorded data: another state
+    assert "segment replay diverged: steps 0–10" in result.tiers["bitwise"].details
+
+
+def test_a_chain_edited_through_mlflow_is_named_as_edited_and_nothing_is_replayed(early, tmp_path):
+    """The insider's edit with MLflow's own client: a checkpoint replaced by one of their making (logged under its
+    own digest), the record rewritten to list it, and both digest tags recomputed. The training run's params
+    (which MLflow refuses to change) still hold the registered digest."""
+    import json
+
+    from mlflow import MlflowClient
+
+    from auditor.tags import RECORD_DIR, TAG_RECORD_DIGEST
+
+    w = early
+    s = settings(w)
+    client = MlflowClient(tracking_uri=s.tracking_uri)
+    record = _record(w, "early")
+    info = client.get_model_version(*w.versions["early"].removeprefix("models:/").split("/"))
+    link = segments.chain(record)[2]
+    (stored,) = list(w.root.joinpath("artifacts").rglob(f"{link.digest}.safetensors"))
+    tensors, meta = segments.read(stored)
+    tensors["model.0.weight"] = tensors["model.0.weight"] + 1e-3
+    from safetensors.torch import save_file
+
+    staged = tmp_path / "replacement.safetensors"
+    save_file(tensors, str(staged), metadata={segments.META_KEY: json.dumps(meta)})
+    digest = segments.sha256_of(staged)
+    named = staged.with_name(f"{digest}.safetensors")
+    staged.rename(named)
+    client.log_artifact(info.run_id, str(named), artifact_path=segments.STORE_FOLDER)
+    edited = json.loads(record.to_json())
+    for artifact in edited["outputs"]["artifacts"]:
+        if artifact["name"] == segments.artifact_name(link.step):
+            artifact.update(sha256=digest, uri=artifact["uri"].replace(link.digest, digest))
+    forged = type(record).model_validate(edited)
+    (tmp_path / "repro").mkdir()
+    (tmp_path / "repro" / "run_record.json").write_text(forged.to_json())
+    client.log_artifact(info.run_id, str(tmp_path / "repro" / "run_record.json"), artifact_path=RECORD_DIR)
+    client.set_model_version_tag(info.name, info.version, TAG_RECORD_DIGEST, forged.digest())
+    client.set_tag(info.run_id, TAG_RECORD_DIGEST, forged.digest())
+
+    result = _replay(w, "early", "2026-12-03", count=1)
+    assert result.verdict == Verdict.NOT_REPRODUCIBLE and result.segments is None  # nothing replayed
+    codes = {f.code: f for f in result.findings}
+    assert "record.unreadable" not in codes and codes["record.changed"].blocking
+    assert "edited" in codes["record.changed"].message and "do not re-register" in codes["record.changed"].hint
+    assert "an edited chain (a checkpoint replaced and the record rewritten to match it)" in codes["chain.edited"].message
+    assert result.evidence["record.found"] == forged.digest() and result.evidence["record.registered"] == record.digest()
+
+
+def test_a_side_file_in_the_temp_folder_that_changed_is_named_and_another_shape_is_said_in_words(world):
+    """Issue 26 (build points 4 and 5), a full audit: training read its hidden size from a file in the temporary folder
+    (traced, never pinned), which changed before the audit. The rebuild builds a model of another shape, so the
+    re-evaluation of the registered weights crashes in its forked child while the training finishes: the traced file
+    is still compared (named, on a red data row), and the statistical tier says "another model" in words."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    from auditor.report import view
+
+    side = f"s{uuid.uuid4().hex[:12]}"
+    path = Path(tempfile.gettempdir()) / f"segmented-{side}.txt"
+    path.write_text("24")
+    try:
+        train(world, "side", f"side={side}")
+        path.write_text("16")  # the side file changed after training
+        result = Session(settings(world)).audit(world.versions["side"], AuditOptions(date="2026-12-04", publish=False)).result
+    finally:
+        path.unlink(missing_ok=True)
+    assert result.verdict == Verdict.NOT_REPRODUCIBLE, (result.verdict, result.tiers)
+    [changed] = [f for f in result.findings if f.code == "traced.file_changed"]
+    assert changed.blocking and str(path) in changed.message
+    assert next(r for r in view.lineage(result) if r["section"] == "data")["status"] == "changed"
+    assert "re-evaluating the registered weights with the recorded recipe crashed" in result.tiers["artifact_recovery"].summary
+    statistical = result.tiers["statistical"]
+    assert statistical.status == "fail" and statistical.summary.startswith("the rebuild is another model"), statistical
+    assert "has another shape" in statistical.summary and "[24, 8]" in statistical.summary and "[16, 8]" in statistical.summary

@@ -1,7 +1,9 @@
 """Input tracing through the real SDK: a script reading a hyperparameter from the environment and a file
 outside the snapshot, trained (real MLflow on SQLite, real torch) and rebuilt the way the runner does it
 (the entry-point contract, in a subprocess). The registration warns by name; a rebuild from changed
-inputs yields blocking findings naming the file and the variable, and an intact one none.
+inputs yields blocking findings naming the file and the variable, and an intact one none. Issue 26: a file in
+the temporary folder ($TMPDIR, moved here to another folder) or in /dev/shm is traced like any other and named
+when it changes; a file the run made itself there is not an input; ``traced.notes`` lists what is not traced.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tests.fixtures.gitrepo import init_repo
 from tests.integration.test_sdk_tracking import CONFIG_YAML, snapshot  # noqa: F401 - a fixture
 
 TRAIN_PY = '''
-import os, sys
+import os, sys, tempfile
 from pathlib import Path
 import numpy as np
 import torch
@@ -37,7 +39,12 @@ def main():
         x = torch.from_numpy(np.load(folder / "x.npy", allow_pickle=False))
         y = torch.from_numpy(np.load(folder / "y.npy", allow_pickle=False))
         lr = float(os.environ.get("TINY_LR", run.config["lr"]))          # a hyperparameter from the environment
-        scale = float(Path(os.environ["TINY_SCALE_FILE"]).read_text())  # a file outside the snapshot
+        scale = 1.0
+        for name in os.environ["TINY_SCALE_FILE"].split(os.pathsep):  # files outside the snapshot
+            scale *= float(Path(name).read_text())
+        own = Path(tempfile.mkdtemp()) / "cache.txt"  # a file the run makes itself and reads back: not an input
+        own.write_text(str(lr))
+        lr = float(own.read_text())
         model = torch.nn.Linear(4, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
         for _ in range(3):
@@ -137,3 +144,38 @@ def test_a_rebuild_without_the_variable_the_runner_does_not_pass_is_named(snapsh
     rebuilt = _rebuild(project, record, tmp_path, "rebuild", materialized, TINY_SCALE_FILE=str(scale))
     [finding] = [f for f in compare(record, rebuilt) if f.blocking]
     assert finding.path == "traced.env.TINY_LR" and "unset in the rebuild" in finding.message
+
+
+def test_files_in_the_temp_folder_and_dev_shm_are_traced_and_named_when_they_change(snapshot, sqlite_tracking_uri, tmp_path):  # noqa: F811
+    from auditor.snapshots import materialize
+
+    _, data_ref = snapshot
+    project = init_repo(tmp_path / "project", {"train.py": TRAIN_PY, "config.yaml": CONFIG_YAML, ".gitignore": "mlruns/\n"})
+    env = _env(tmp_path)
+    temp = Path(env["TMPDIR"])  # another folder than /tmp: tempfile.gettempdir() in the script
+    scale = temp / "scale.txt"  # left there by an earlier step: an input the record does not pin
+    scale.write_text("1.0")
+    shm = Path("/dev/shm") / f"repro-test-{tmp_path.name}.txt"
+    shm.write_text("1.0")
+    try:
+        inputs = {"TINY_SCALE_FILE": f"{scale}{os.pathsep}{shm}"}
+        done = subprocess.run([sys.executable, "train.py"], cwd=project, capture_output=True, text=True, timeout=300, check=False,
+                              env=_env(tmp_path, TINY_DATA=data_ref, REGISTER_AS="temp", MLFLOW_TRACKING_URI=sqlite_tracking_uri, **inputs))
+        assert done.returncode == 0, done.stderr[-3000:]
+        registry = MlflowRegistry(sqlite_tracking_uri)
+        record, _ = registry.load_record(registry.resolve("models:/temp/1"))
+        assert sorted(f.path for f in record.traced.files) == sorted([str(scale), str(shm)])  # not the run's own cache.txt
+        notes = " | ".join(record.traced.notes)
+        assert "/dev except /dev/shm" in notes and "the Python installation" in notes and "network reads" in notes
+        assert "files the run made itself inside the block" in notes and "git-ignored files there are" in notes
+        assert "the data folders" in notes
+
+        materialized = materialize(record.data["train"].version, record.data["train"].uri, tmp_path / "mat", link=False)
+        scale.write_text("2.0")  # changed after training, before the audit
+        shm.write_text("3.0")
+        rebuilt = _rebuild(project, record, tmp_path, "rebuild", materialized, **inputs)
+    finally:
+        shm.unlink(missing_ok=True)
+    blocking = {f.path: f.message for f in compare(record, rebuilt) if f.blocking}
+    assert sorted(blocking) == sorted([f"traced.files.{scale}", f"traced.files.{shm}"])
+    assert str(scale) in blocking[f"traced.files.{scale}"] and "differs in the rebuild" in blocking[f"traced.files.{shm}"]

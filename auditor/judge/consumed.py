@@ -1,0 +1,115 @@
+"""Whether two runs' models consumed the same data, and where it first differed. Pure.
+
+``auditor.sdk.consumed`` records, per kind of batch (``train``, ``eval``, ``fit``, ``predict``), a short
+digest of each of the first batches, one per later block, and one over the whole stream
+(``RunRecord.consumed``). Two runs consumed the same data when every stream agrees; otherwise the
+first differing batch (or block) is named, 1-based, in the order the model consumed them.
+
+The judge's rule (README, "How the judge decides"): noise that comes from the inputs is never
+execution noise. Same-seed calibration reruns that consumed different data build no band; a rebuild
+that consumed other data than training fails lineage, whatever the determinism flags say.
+"""
+
+from __future__ import annotations
+
+from auditor.lineage.findings import Finding
+from auditor.lineage.record import ConsumedData, ConsumedStream, RunRecord
+
+#: what each stream's batches are, in words
+KIND_WORDS = {"train": ("training batch", "training batches"), "eval": ("evaluation batch", "evaluation batches"),
+              "fit": ("fit() call", "fit() calls"), "predict": ("predict() call", "predict() calls")}
+
+HINT = ("make what the script feeds the model a function of the recorded data, seed and config alone (no clock, "
+        "sort sets and directory listings, seed every shuffle), then retrain and register")
+
+
+def _words(kind: str) -> tuple[str, str]:
+    return KIND_WORDS.get(kind, (f"{kind} batch", f"{kind} batches"))
+
+
+def first_difference(kind: str, a: ConsumedStream | None, b: ConsumedStream | None) -> str | None:
+    """Where stream ``kind`` first differs between ``a`` and ``b``, in words; None when they agree."""
+    a, b = a or ConsumedStream(), b or ConsumedStream()
+    if a.batches == b.batches and a.digest == b.digest and a.first == b.first and a.blocks == b.blocks:
+        return None
+    what, whats = _words(kind)
+    for i, (x, y) in enumerate(zip(a.first, b.first, strict=False)):
+        if x != y:
+            shapes = f" (the first was {a.shape} in one and {b.shape} in the other)" if i == 0 and a.shape != b.shape else ""
+            return f"{what} {i + 1} of {a.batches}/{b.batches} (digest {x} vs {y}){shapes}"
+    if len(a.first) != len(b.first):
+        shorter = min(len(a.first), len(b.first))
+        return f"{what} {shorter + 1}: one run consumed {a.batches} {whats}, the other {b.batches}"
+    size = a.block_size or b.block_size
+    for j, (x, y) in enumerate(zip(a.blocks, b.blocks, strict=False)):
+        if x != y:
+            start = len(a.first) + j * size + 1
+            return f"{whats} {start}–{start + size - 1} (block {j + 1}, digest {x} vs {y})"
+    if a.batches != b.batches:
+        return f"{what} {min(a.batches, b.batches) + 1}: one run consumed {a.batches} {whats}, the other {b.batches}"
+    return f"the last block of {whats} (stream digest {a.digest} vs {b.digest})"
+
+
+def differences(a: ConsumedData | None, b: ConsumedData | None) -> list[str]:
+    """Every stream that differs, with its first differing batch; [] when both consumed the same (or either
+    was not fingerprinted: ``None`` proves nothing either way, and the caller says so)."""
+    if a is None or b is None or a.scheme != b.scheme:
+        return []
+    kinds = set(a.streams) | set(b.streams)
+    ordered = [k for k in KIND_WORDS if k in kinds] + sorted(kinds - set(KIND_WORDS))  # training's first
+    return [where for kind in ordered if (where := first_difference(kind, a.streams.get(kind), b.streams.get(kind))) is not None]
+
+
+def rebuild_findings(recorded: RunRecord, rebuilt: RunRecord | None) -> list[Finding]:
+    """A blocking finding when a rebuild's model consumed other data than training's did. Pure."""
+    if rebuilt is None or recorded.consumed is None:
+        return []
+    if rebuilt.consumed is None or rebuilt.consumed.scheme != recorded.consumed.scheme:
+        why = ("recorded no fingerprint of the data its model consumed" if rebuilt.consumed is None else
+               f"fingerprinted what its model consumed by scheme {rebuilt.consumed.scheme}, training by scheme {recorded.consumed.scheme}")
+        # fail closed: a rebuild that cannot show what its model consumed may have run from other inputs
+        return [Finding(code="consumed.unknown", path="consumed", severity="blocking",
+                        message=f"the rebuild {why}, so it could not be compared with training's",
+                        hint="audit in the recorded environment (the SDK version that trained the model), or retrain with this one")]
+    found = differences(recorded.consumed, rebuilt.consumed)
+    if not found:
+        return []
+    return [Finding(
+        code="consumed.differs", path="consumed", severity="blocking",
+        message=("the rebuild's model consumed other data than training's did, so the rebuild ran from other inputs "
+                 f"(input noise, never execution noise): first differing {'; '.join(found)}"),
+        hint=HINT)]
+
+
+def same_seed_problems(registered: RunRecord, reruns: list[RunRecord | None]) -> list[str]:
+    """Where same-seed reruns consumed other data than each other or than the registered run, in words. Pure."""
+    lines: list[str] = []
+    first = next((i for i, r in enumerate(reruns) if r is not None and r.consumed is not None), None)
+    if first is None:
+        return lines
+    base = reruns[first]
+    assert base is not None
+    for i, rerun in enumerate(reruns):
+        if i == first or rerun is None:
+            continue
+        found = differences(base.consumed, rerun.consumed)
+        if found:
+            lines.append(f"same-seed reruns {first + 1} and {i + 1} consumed different data: first differing {'; '.join(found)}")
+    if not lines:
+        found = differences(registered.consumed, base.consumed)
+        if found:
+            lines.append(f"the same-seed reruns consumed other data than the registered run: first differing {'; '.join(found)}")
+    return lines
+
+
+def unattributed(registered: RunRecord) -> str | None:
+    """Why same-seed reruns that differ cannot be told apart from input noise (None: they can): training recorded
+    no fingerprint of what its model consumed, an empty one, or one with blind spots (its notes). Pure."""
+    consumed = registered.consumed
+    if consumed is None:
+        return "training recorded no fingerprint of the data its model consumed"
+    if not any(stream.batches for stream in consumed.streams.values()):
+        return "training's fingerprint of the data its model consumed is empty (no batch was seen)"
+    if consumed.notes:
+        return "training's fingerprint of the data its model consumed has blind spots: " + "; ".join(consumed.notes[:3])
+    return None
