@@ -103,7 +103,9 @@ def signing_key_path(root: Path) -> Path:
 
 
 def base_env(root: Path) -> dict[str, str]:
-    """Everything that points the auditor at one self-contained world under ``root``."""
+    """Everything that points the auditor at one self-contained world under ``root`` (its signing key is made
+    there when missing: a world names a key, so every calibration and audit in it is signed and checked)."""
+    _ensure_signing_key(signing_key_path(root), lambda _message: None)
     return {
         S.TRACKING_URI.name: S.tracking_uri_under(root),
         S.HOME.name: str(root / "home"),
@@ -171,9 +173,10 @@ def seed(
 
     root = Path(root).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    _ensure_signing_key(signing_key_path(root), progress)  # said aloud here; base_env makes it silently elsewhere
     env = {**base_env(root), **(env or {})}  # e.g. a PostgreSQL tracking URI and S3 stores
     full_env = {**os.environ, **env}
-    _ensure_signing_key(Path(env[S.SIGNING_KEY.name]), progress)
+    _ensure_signing_key(Path(env[S.SIGNING_KEY.name]), progress)  # an env that names another key
     progress("making a git repository of the reference project")
     project = make_project(root / "project")
     progress("generating the dataset and storing it as a snapshot")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 from auditor.errors import BadInput
 
@@ -161,3 +162,16 @@ def run_artifact_path(uri: str) -> str | None:
     if not uri.startswith(_RUNS) or uri.count("/") < 2:
         return None
     return uri[len(_RUNS):].split("/", 1)[1]
+
+
+def sqlite_file(uri: str | None) -> Path | None:
+    """The database file a ``sqlite:///…`` URI names; None for other URIs and in-memory SQLite."""
+    if not uri or not uri.startswith("sqlite:"):
+        return None
+    rest = uri[len("sqlite:") :]
+    if not rest.startswith("///"):
+        return None  # sqlite:// is SQLAlchemy's in-memory database
+    path = rest[3:].split("?", 1)[0]
+    if path in ("", ":memory:"):
+        return None
+    return Path(path)

@@ -439,7 +439,7 @@ class MlflowRegistry(Registry):
 def own_artifact_location(tracking_uri: str) -> str | None:
     """Where the audits experiment keeps its runs' artifacts: beside a SQLite database (``<its folder>/artifacts``),
     never ``./mlruns`` of whatever folder the first audit ran in; a tracking server's own default otherwise."""
-    from auditor.registry.open import sqlite_file
+    from auditor.uris import sqlite_file
 
     path = sqlite_file(tracking_uri)
     return (path.expanduser().resolve().parent / "artifacts").as_uri() if path is not None else None

@@ -13,10 +13,10 @@ a refused connection for over four minutes, silently).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.errors import NotFound
+from auditor.uris import sqlite_file
 
 if TYPE_CHECKING:
     from auditor.registry.base import Registry
@@ -33,19 +33,6 @@ _BACKOFF = "1"  # an int to MLflow: urllib3 waits 0, 2, 4 s ... between retries,
 def registry_scheme(uri: str) -> str:
     """``memory`` for ``memory://NAME``, else ``mlflow`` (any tracking URI MLflow understands)."""
     return "memory" if uri.startswith(MEMORY_SCHEME) else "mlflow"
-
-
-def sqlite_file(uri: str | None) -> Path | None:
-    """The database file a ``sqlite:///…`` URI names; None for other URIs and in-memory SQLite."""
-    if not uri or not uri.startswith("sqlite:"):
-        return None
-    rest = uri[len("sqlite:") :]
-    if not rest.startswith("///"):
-        return None  # sqlite:// is SQLAlchemy's in-memory database
-    path = rest[3:].split("?", 1)[0]
-    if path in ("", ":memory:"):
-        return None
-    return Path(path)
 
 
 def require_existing_database(uri: str | None, *, what: str = "tracking URI") -> None:

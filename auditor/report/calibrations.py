@@ -136,25 +136,13 @@ def ledgered_calibrations(store: BlobStore, model: str, version: str, public_key
     return found, None
 
 
-def _read(store: BlobStore, part: dict[str, Any]) -> bytes | None:
-    key, version = part.get("key"), part.get("version_id")
-    if not key:
-        return None
-    if version and hasattr(store, "read_version"):
-        return store.read_version(key, version)
-    try:
-        return store.read(key)
-    except NotFound:
-        return None
-
-
 def _check(store: BlobStore, entry: dict[str, Any], item: LedgeredCalibration, public_key: Any) -> str | None:
     part = entry.get("evidence") or {}
     cal = entry.get("calibration") or {}
     own = calibration_stem(str(cal.get("model")), str(cal.get("version")), item.sha256) + ".json"
     if item.evidence_key != own:  # another version's (signed) evidence re-pointed at this one
         return f"its evidence {item.evidence_key} is not this version's calibration file ({own})"
-    data = _read(store, part)
+    data = ledger.read_part(store, part)
     if data is None:
         return f"its evidence {item.evidence_key} is missing from {store.uri}"
     if ledger.sha256_of(data) != part.get("sha256") or part.get("sha256") != item.sha256:
@@ -166,7 +154,7 @@ def _check(store: BlobStore, entry: dict[str, Any], item: LedgeredCalibration, p
     if not signed.get("key"):
         item.signature = "unsigned"
         return f"it is not signed, and the signing key {public_key.keyid} is configured"
-    envelope = _read(store, signed)
+    envelope = ledger.read_part(store, signed)
     if envelope is None or ledger.sha256_of(envelope) != signed.get("sha256"):
         item.signature = "attestation missing or changed"
         return f"its attestation {signed.get('key')} is missing or changed since it was published"

@@ -78,7 +78,7 @@ def _newest_first(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _time_order(row: dict[str, Any]) -> tuple[Any, ...]:
-    when, seq = _when(row["date"]), row["seq"]
+    when, seq = parse_when(row["date"]), row["seq"]
     seq_ok = isinstance(seq, (int, float)) and not isinstance(seq, bool)
     return (when is None, when.timestamp() if when is not None else 0.0, not seq_ok, seq if seq_ok else 0)
 
@@ -131,7 +131,7 @@ def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = N
         {
             "seq": r["seq"], "model": r["model"], "version": r["version"], "version_key": _version_key(r["version"]),
             "audit_id": r["audit_id"], "verdict": r["verdict"], "date": r["date"], "kind": r["kind"],
-            "date_text": _when(r["date"]).strftime("%Y-%m-%d %H:%M") if _when(r["date"]) is not None else r["date"],
+            "date_text": parse_when(r["date"]).strftime("%Y-%m-%d %H:%M") if parse_when(r["date"]) is not None else r["date"],
             "href": r["report"] if _SAFE_HREF.match(r["report"]) else None,
         }
         for r in newest
@@ -175,7 +175,7 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
     for e in entries:
         audit = e.get("audit") or {}
         key = (str(audit.get("model")), str(audit.get("version")))
-        when = _when(e.get("date") or e.get("published_at"))
+        when = parse_when(e.get("date") or e.get("published_at"))
         if when is None:
             continue
         seen_by = assessed if _kind(e) == "adoption" else last
@@ -190,14 +190,14 @@ def coverage(versions: list[dict[str, Any]], entries: list[dict[str, Any]], *, n
         from auditor.adopt.assess import is_assessment
 
         tag_is_assessment = is_assessment(None, v.get("tag_verdict"))
-        if seen is None and _when(v.get("tag_audit_at")) is not None and not tag_is_assessment:
-            seen = {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "", "href": None, "source": "registry tag"}
+        if seen is None and parse_when(v.get("tag_audit_at")) is not None and not tag_is_assessment:
+            seen = {"when": parse_when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "", "href": None, "source": "registry tag"}
         age = None if seen is None else (now - seen["when"]) / dt.timedelta(days=1)
         if v.get("retired"):  # its owner's mark (tag repro.retired): never sampled, so never overdue
             status = "retired"
-        elif seen is None and (key in assessed or (tag_is_assessment and _when(v.get("tag_audit_at")) is not None)):
+        elif seen is None and (key in assessed or (tag_is_assessment and parse_when(v.get("tag_audit_at")) is not None)):
             status = "adoption"
-            seen = assessed.get(key) or {"when": _when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "",
+            seen = assessed.get(key) or {"when": parse_when(v["tag_audit_at"]), "verdict": v.get("tag_verdict") or "",
                                          "href": None, "source": "registry tag"}
         elif seen is None:
             status = "never audited"
@@ -224,7 +224,8 @@ def _status_css(status: str, verdict: str | None) -> str:
     return status.replace(" ", "-")
 
 
-def _when(text: Any) -> Any:
+def parse_when(text: Any) -> Any:
+    """A published ISO timestamp as an aware datetime (UTC when it names no zone); None when it is not one."""
     import datetime as dt
 
     if not isinstance(text, str) or not text:

@@ -159,3 +159,17 @@ def rewrite(
             also(store, current)
         if _slots(store) == len(current):
             return current
+
+
+def read_part(store: BlobStore, part: dict[str, Any]) -> bytes | None:
+    """A published file as its entry recorded it: by version id where one was recorded, else the current bytes;
+    None when the part names no file or the file is gone."""
+    key, version = part.get("key"), part.get("version_id")
+    if not key:
+        return None
+    if version and hasattr(store, "read_version"):
+        return store.read_version(key, version)
+    try:
+        return store.read(key)
+    except NotFound:
+        return None

@@ -29,7 +29,7 @@ from auditor.errors import Findings, NotFound
 from auditor.report import attest
 from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE
-from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, sha256_of
+from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, read_part, sha256_of
 from auditor.settings import REPORTS
 from auditor.storage.base import BlobStore
 
@@ -94,17 +94,6 @@ class Verification:
         return self.problems[0] if self.problems else None
 
 
-def _read_part(store: BlobStore, part: dict[str, Any]) -> bytes | None:
-    """A published file as its entry recorded it: by version id where one was recorded, else the current bytes."""
-    key, version = part["key"], part.get("version_id")
-    if version and hasattr(store, "read_version"):
-        return store.read_version(key, version)
-    try:
-        return store.read(key)
-    except NotFound:
-        return None
-
-
 def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, bytes]) -> str | None:
     for label in _PARTS:
         part = entry.get(label) or {}
@@ -115,7 +104,7 @@ def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, by
         key = part.get("key")
         if not key:
             return f"has no {label} key"
-        data = _read_part(store, part)
+        data = read_part(store, part)
         if data is None:
             version = f" (version {part['version_id']})" if part.get("version_id") else ""
             return f"its {label} {key}{version} is missing"
@@ -138,7 +127,7 @@ def _rotations(store: BlobStore, objects: dict[int, bytes], public_key: Any) -> 
         entry = _load_object(objects[seq])
         if not isinstance(entry, dict) or not is_rotation(entry):
             continue
-        data = _read_part(store, entry.get("attestation") or {}) if (entry.get("attestation") or {}).get("key") else None
+        data = read_part(store, entry.get("attestation") or {}) if (entry.get("attestation") or {}).get("key") else None
         old, why = accepted(entry, data, holder)
         if old is not None:
             boundaries.append((seq, old))

@@ -225,7 +225,7 @@ def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, 
     """
     from auditor import tags as t
     from auditor.report.calibrations import publish_calibration
-    from auditor.steps.publish import anchor_params
+    from auditor.steps.anchoring import anchor_params
 
     data = calibration.to_json().encode("utf-8")
     sha = sha256_digest(data)

@@ -12,6 +12,7 @@ from typing import Any
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.judge.result import AuditResult, Verdict
 from auditor.settings import LEDGER_ANCHOR, REPORTS
+from auditor.steps.anchoring import anchor_params, second_anchor_store
 from auditor.steps.common import Progress, now
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
 
@@ -127,40 +128,6 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
         session.registry.set_tags(info, tags)
     log.info("publish %s: %s", info.ref, report_uri)
     return report_uri
-
-
-def anchor_params(session: Any, entry: dict[str, Any], entry_version_id: str | None) -> dict[str, str]:
-    """Anchor ``entry``'s head outside the reports folder: in the second anchor store when one is configured
-    (``REPRO_LEDGER_ANCHOR``, written first and once), and as the MLflow params this returns (location,
-    ledger id, seq, head), which the caller logs on its run."""
-    from auditor import tags as t
-    from auditor.report.anchors import ledger_id, write_anchor
-
-    store = session.store
-    lid = ledger_id(store)
-    second = second_anchor_store(session)
-    if second is not None:
-        write_anchor(second, location=store.identity, lid=lid, entry=entry, entry_version=entry_version_id)
-    params = {t.PARAM_LEDGER_LOCATION: store.identity, t.PARAM_LEDGER_SEQ: str(entry["seq"]), t.PARAM_LEDGER_HEAD: entry["hash"]}
-    if lid:
-        params[t.PARAM_LEDGER_ID] = lid
-    if entry_version_id:
-        params[t.PARAM_LEDGER_ENTRY_VERSION] = entry_version_id
-    return params
-
-
-def second_anchor_store(session: Any) -> Any:
-    """The store ``REPRO_LEDGER_ANCHOR`` names (locked like the reports when Object Lock is required), or None."""
-    uri = session.settings.ledger_anchor
-    if not uri:
-        return None
-    from auditor.report.lock import require_object_lock
-    from auditor.storage import open_store
-
-    store = open_store(uri)
-    if session.settings.require_object_lock:
-        require_object_lock(store, session.settings.lock_retention_days)
-    return store
 
 
 def report_url(settings: Any, report_key: str) -> str | None:

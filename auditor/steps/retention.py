@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from auditor.errors import InfrastructureError, ReproError
+from auditor.report.index import parse_when
 
 log = logging.getLogger(__name__)
 
@@ -389,7 +390,7 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
             if env is not None and env.image_digest:
                 items += _guarded("image", env.image_ref or env.image_digest, lambda env=env: image_item(env.image_ref, env.image_digest))
         if entry is not None:
-            written = _when(entry.get("date"))
+            written = parse_when(entry.get("date"))
             key = (entry.get("report") or {}).get("key")
             items += _guarded("report", session.store.uri,
                               lambda written=written, key=key: {**store_item("report", session.store, horizon, written=written),
@@ -412,16 +413,6 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
                          "production": False, "audited": True, "status": LOST, "items": [gone]})
     rows.sort(key=lambda r: (not r["production"], ORDER.index(r["status"]), r["model"], r["version"]))
     return {"checked_at": _iso(now), "years": years, "horizon": _iso(horizon), "versions": rows, "red": red(rows)}
-
-
-def _when(text: Any) -> dt.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def red(rows: list[dict[str, Any]]) -> list[str]:

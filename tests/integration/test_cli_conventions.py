@@ -90,7 +90,9 @@ def _required(command) -> list[str]:
     for p in command.params:
         if p.required and p.param_type_name == "option":
             args += [p.opts[0], _filler(p)]
-    args += [_filler(p) for p in command.params if p.param_type_name == "argument" and p.required]
+    # an optional model reference (``adopt [REF]``) is filled too: the extra arguments must be extra, not the ref
+    args += [_filler(p) for p in command.params if p.param_type_name == "argument"
+             and (p.required or p.name in ("model_ref", "ref"))]
     return args
 
 

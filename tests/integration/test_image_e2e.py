@@ -104,10 +104,7 @@ def world(docker_engine, trainer_image, local_registry, tmp_path_factory) -> Wor
     assert local_registry.manifest_digest(REPOSITORY, TAG) == digest  # read back from the registry itself
 
     root = tmp_path_factory.mktemp("image-world")
-    env = base_env(root)
-    from auditor.report.attest import generate_key
-
-    generate_key(Path(env[S.SIGNING_KEY.name]))  # base_env names a signing key: publishing refuses a missing one
+    env = base_env(root)  # it names a signing key and makes it: publishing refuses a missing one
     project = make_project(root / "project")
     subprocess.run([sys.executable, str(project / "make_data.py"), str(root / "data")], cwd=project, check=True,
                    env={**os.environ, **env}, capture_output=True)

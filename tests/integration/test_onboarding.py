@@ -82,7 +82,7 @@ def test_a_public_argparse_script_adapted_with_the_readme_reaches_reproduced_bit
     project = init_repo(tmp_path / "digits", {"train.py": (EXAMPLE / "before.py").read_text()})
 
     # README step 2: the .gitignore
-    gitignore = readme_block("gitignore", "Keep the auditor's files out of git")
+    gitignore = readme_block("gitignore", "Keep the auditor's files")
     assert {".repro/", "mlruns/", "reports/"} <= set(gitignore.split())
     (project / ".gitignore").write_text(gitignore)
     # README "A worked adaptation": the adapted script (its diff is the README's, checked above)

@@ -51,11 +51,7 @@ class World:
         files = {p.name: p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()}
         self.project = init_repo(root / "project", {**files, ".gitignore": ".repro/\nmlruns/\n__pycache__/\n"})
         self.env = {**os.environ, **base_env(root)}
-        self.env.pop("REPRO_TORCH_THREADS", None)
-        from auditor.demo import signing_key_path
-        from auditor.report.attest import generate_key
-
-        generate_key(signing_key_path(root))  # the world's signer, as the demo's
+        self.env.pop("REPRO_TORCH_THREADS", None)  # base_env made the world's signing key, as the demo's
         self.versions: dict[str, str] = {}
 
     def version(self, key: str) -> str:

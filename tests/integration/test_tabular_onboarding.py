@@ -41,7 +41,7 @@ def test_the_readme_tabular_section_followed_literally_reaches_reproduced_bitwis
     script = section_block("python", "Save the fitted model")
     assert "run.save_model(model, eval_data=" in script and "auditor.register_model(run" in script
     # the previous section's steps hold unchanged: its .gitignore (README step 2)
-    gitignore = readme_block("gitignore", "Keep the auditor's files out of git")
+    gitignore = readme_block("gitignore", "Keep the auditor's files")
     project = init_repo(tmp_path / "credit", {"train.py": script, ".gitignore": gitignore})
 
     commands = [line.split("#")[0].strip() for line in section_block("bash", "Train, then audit").splitlines()]
