@@ -25,15 +25,15 @@ import argparse
 import json
 import multiprocessing
 import os
-import resource
-import statistics
 import sys
 import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_weight_diff import measure, rss_mib  # noqa: E402 - one way to time a diff and read its peak memory
 
 from auditor.flavors import xgboost as flavour  # noqa: E402
 from auditor.judge.models import model_diff  # noqa: E402
@@ -61,26 +61,6 @@ def _write_models(folder: str, trees: int, depth: int) -> None:
     changed.load_model(bytearray(json.dumps(doc).encode()))
     changed.load_config(model.get_booster().save_config())
     flavour.save(changed, os.path.join(folder, "one_leaf.zip"))
-
-
-def rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
-
-
-def measure(fn, repeat: int) -> tuple[float, float, float]:
-    """Median and best seconds over ``repeat`` runs, and the tracemalloc peak (MiB) of one more run."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    tracemalloc.start()
-    try:
-        fn()
-        peak = tracemalloc.get_traced_memory()[1] / MIB
-    finally:
-        tracemalloc.stop()
-    return statistics.median(times), min(times), peak
 
 
 def main() -> None:
