@@ -103,6 +103,21 @@ class MlflowReader:
                     raise
         return self._metadata(mv, run), tuple(sorted(mv.aliases or ()))
 
+    def download_model(self, name: str, version: str, dest: Path) -> Path:
+        """Copy the version's model folder to ``dest``, bytes only (nothing in it is loaded: the sandbox does that)."""
+        import mlflow
+
+        mv = self.client.get_model_version(name, str(version))
+        run = self.client.get_run(mv.run_id) if mv.run_id else None
+        location = self._location(mv, run)
+        if location is None:
+            from auditor.errors import InputUnrecoverable
+
+            raise InputUnrecoverable(f"model version {name}/{version}: MLflow cannot say where its files lie (source {mv.source!r})",
+                                     hint="register the version from a run's model or a folder that still exists")
+        dest.mkdir(parents=True, exist_ok=True)
+        return Path(mlflow.artifacts.download_artifacts(artifact_uri=location, dst_path=str(dest), tracking_uri=self.uri))
+
     # -- one version ----------------------------------------------------------------------------
     def _metadata(self, mv: Any, run: Any) -> Metadata:
         tags = dict(run.data.tags) if run is not None else {}

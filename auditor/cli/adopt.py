@@ -4,8 +4,12 @@
     repro-audit adopt --assess-only [--models PAT]   assess every version: nothing rebuilt, nothing written
     repro-audit adopt models:/NAME/V --data train=STORE@ID [--image REF@DIGEST] [--seed N]
                                                      attach a record supplied after training (signed), then assess
+    repro-audit adopt models:/NAME/V --rebuild        when every input is pinned: rebuild it in the sandboxed runner,
+                                                     compare with the flavour's loader there, publish the verdict
 
-An assessment's verdict is LINEAGE_INSUFFICIENT (exit 1): it is never a pass, because nothing was rebuilt.
+An assessment's verdict is LINEAGE_INSUFFICIENT (exit 1): it is never a pass, because nothing was rebuilt. A rebuild's
+verdict is an audit's (REPRODUCED_BITWISE ... NOT_REPRODUCIBLE), its tier marked "lineage recovered from MLflow metadata"
+and every assumption listed; a version whose lineage does not allow one gets its assessment, with the reason.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ def adopt_cmd(
     image: str = typer.Option(None, "--image", help="REF@sha256:DIGEST: the image it was trained in, supplied after training"),
     seed: int = typer.Option(None, "--seed", help="the integer seed it was trained with, supplied after training"),
     date: str = typer.Option(None, "--date", callback=logical_date, help="the assessment's date (default: today, UTC)"),
+    rebuild: bool = typer.Option(False, "--rebuild", help="rebuild one version whose lineage MLflow pinned, in the sandboxed runner"),
     no_publish: bool = typer.Option(False, "--no-publish", help="assess one version without publishing it"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help=TRACKING_HELP),
     reports: str = typer.Option(None, "--reports", help=f"reports location (default: {REPORTS.name})"),
@@ -44,6 +49,9 @@ def adopt_cmd(
     if assess_only and supplying:
         raise BadInput("--data, --image and --seed attach a record to one version; --assess-only takes none",
                        hint="repro-audit adopt models:/NAME/VERSION --data train=STORE@ID")
+    if rebuild and (assess_only or supplying):
+        raise BadInput("--rebuild rebuilds one version from what MLflow recorded; it takes no --assess-only, --data, "
+                       "--image or --seed", hint="repro-audit adopt models:/NAME/VERSION --rebuild")
     session = open_session(tracking_uri=tracking_uri, reports=reports)
     out = console()
     if assess_only:
@@ -63,13 +71,30 @@ def adopt_cmd(
     if supplying:
         attached = session.adopt_attach(ref, data=data or [], image=image, seed=seed)
     with _progress(not json_out) as progress:
-        assessed = session.adopt(ref, date=date, publish=not no_publish, progress=progress)
+        verb = session.adopt_rebuild if rebuild else session.adopt
+        assessed = verb(ref, date=date, publish=not no_publish, progress=progress)
     code = assessed.result.verdict.exit_code
+    if rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
+        result = assessed.result
+        if json_out:
+            emit_json({"ref": assessed.ref, "verdict": result.verdict.value, "report": assessed.report, "error": result.error,
+                       "tiers": {k: t.status for k, t in result.tiers.items()}, "assumptions": result.assumptions,
+                       "exit_code": code})
+            raise typer.Exit(code)
+        out.print(f"{assessed.ref}: {result.verdict.value} (rebuilt; lineage recovered from MLflow metadata)",
+                  markup=False, highlight=False)
+        for line in ([result.error] if result.error else []) + [f"assumes: {a}" for a in result.assumptions]:
+            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+        if assessed.report:
+            out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(code)
     if json_out:
         emit_json({**assessed.row, "supplied": attached, "exit_code": code})
         raise typer.Exit(code)
     out.print(f"{assessed.ref}: {assessed.result.verdict.value} (lineage recovered from MLflow metadata; nothing rebuilt)",
               markup=False, highlight=False)
+    for why in (d for d in assessed.result.tiers["lineage"].details if d.startswith("not rebuilt: ")):
+        out.print(f"  {why}", markup=False, highlight=False, soft_wrap=True)
     for f in assessed.result.findings:
         fix = "" if f.severity == "warning" else f"\n      fix: {f.hint}"
         out.print(f"  {f.path}: {f.message}{fix}", markup=False, highlight=False, soft_wrap=True)

@@ -227,10 +227,14 @@ class AuditResult(_Model):
     multiplicity: Multiplicity | None = None
     #: what the calibration reruns behind this report cost (``auditor.steps.reruns.cost``); reused, never rerun
     rerun_cost: dict[str, Any] | None = None
+    #: what a rebuild of a plain-MLflow version had to assume (``auditor.adopt.rebuild``); empty for every audit
+    assumptions: list[str] = Field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         doc = self.model_dump(mode="json")
         for optional in ("segments", "lottery", "expected", "multiplicity", "rerun_cost"):  # evidence without them stays as it was
             if doc.get(optional) is None:
                 doc.pop(optional, None)
+        if not doc.get("assumptions"):
+            doc.pop("assumptions", None)
         return doc

@@ -95,6 +95,13 @@ def _checkout(cache: Path, commit: str, dest: Path) -> None:
             raise InfrastructureError(f"cannot check out {commit}: {result.stderr.strip()}")
 
 
+def checkout_commit(repo_url: str, commit: str, dest: Path, *, git_cache: Path) -> Path:
+    """A clean checkout of ``commit`` of ``repo_url`` at ``dest`` (absolute), fetched through the bare cache."""
+    dest = _absolute(Path(dest))
+    _checkout(fetch_commit(repo_url, commit, _absolute(Path(git_cache))), commit, dest)
+    return dest
+
+
 def _apply_diff(repo: Path, diff: str, record: RunRecord) -> None:
     code = record.code
     digest = sha256_digest(diff)

@@ -114,6 +114,8 @@ def _statement(doc: dict[str, Any], stem: str, evidence: bytes, report: bytes) -
         "signer": (doc.get("signing") or {}).get("signer"),
         "auditor": {"name": "repro-audit", "version": doc.get("tool_version")},
     }
+    if audit.get("assumptions"):  # a rebuilt plain-MLflow version's (``auditor.adopt.rebuild``): signed with the verdict
+        predicate["assumptions"] = list(audit["assumptions"])
     return attest.statement(subjects, predicate)
 
 

@@ -152,6 +152,12 @@ class Session:
 
         return assess(self, ref, date=date, publish=publish, progress=progress)
 
+    def adopt_rebuild(self, ref: str, *, date: str | None = None, publish: bool = True, progress: Progress = quiet) -> Any:
+        """Rebuild a plain-MLflow version whose lineage MLflow pinned, in the sandboxed runner (``repro-audit adopt --rebuild``)."""
+        from auditor.steps.adopt import rebuild
+
+        return rebuild(self, ref, date=date, publish=publish, progress=progress)
+
     def adopt_all(self, *, models: str | None = None, progress: Progress = quiet) -> Any:
         """Every version's lineage assessment, nothing rebuilt or written (``repro-audit adopt --assess-only``)."""
         from auditor.steps.adopt import assess_all
