@@ -216,8 +216,9 @@ class Settings:
     ledger_anchor: str | None = setting(
         "REPRO_LEDGER_ANCHOR", None,
         "a second anchor of the ledger that the MLflow admin does not control: a store (s3://bucket/prefix on an "
-        "Object Lock bucket, or a write-once folder) receiving one write-once object per ledger head; unset: "
-        "MLflow's anchors only",
+        "Object Lock bucket, or a write-once folder) receiving one write-once object per ledger head; unset: the "
+        "write-once folder $REPRO_HOME/anchors (the heads published from this home); off: MLflow's anchors only",
+        derived="$REPRO_HOME/anchors",
     )
 
     # Talking to an MLflow tracking server, and the reports' inventory view (issue 16).

@@ -51,29 +51,43 @@ def verify_cmd(
     public = load_public_key(str(key)) if key is not None else configured_public_key(session.settings)
     anchors = None if no_anchors else session.ledger_anchors(where)
     result = verify(open_store(where), public_key=public, anchors=anchors, since_signing=key is None)
+    source = "--public-key" if key is not None else "configured"
     if as_json:
-        emit_json(_result_json(result, signatures_checked=public is not None))
+        emit_json(_result_json(result, public, source))
     if result.ok:
         if not as_json:
-            _print_ok(result, public, anchors)
+            _print_ok(result, public, anchors, source)
         return
     if not as_json:
-        _print_more_problems(result)
+        _print_more_problems(result, public, source)
     raise Findings(
         f"evidence at {result.location} failed verification ({len(result.problems)} problem(s)); first: {result.first}"
     )
 
 
-def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str, Any]:
-    """The ``--json`` form of a verification (``signed`` is None when no key was given)."""
+def _checked_with(result: Verification, public: Any, source: str) -> tuple[str | None, str | None]:
+    """(the key id the signatures were checked with, where that key came from), or (None, None): not checked."""
+    if public is not None:
+        return public.keyid, source
+    if result.pinned_key is not None:
+        return result.pinned_keyid, f"pinned from entry {result.pinned_at}"
+    return None, None
+
+
+def _result_json(result: Verification, public: Any, source: str) -> dict[str, Any]:
+    """The ``--json`` form of a verification (``signed`` is None when no signature was checked with a key)."""
+    keyid, key_source = _checked_with(result, public, source)
     return {
         "location": result.location,
         "ok": result.ok,
         "entries": result.entries,
         "reports": result.reports,
         "head": result.head,
-        "signed": result.signed if signatures_checked else None,
-        "pinned_keyid": None if signatures_checked else result.pinned_keyid,
+        "signed": result.signed if keyid else None,
+        "signatures_checked_with": keyid,
+        "key_source": key_source,
+        "signatures_not_checked": result.unchecked,
+        "pinned_keyid": None if public is not None else result.pinned_keyid,
         "unsigned_before_signing": result.unsigned_before_signing,
         "key_rotations": result.rotations,
         "anchors": result.anchored,
@@ -83,21 +97,35 @@ def _result_json(result: Verification, *, signatures_checked: bool) -> dict[str,
     }
 
 
-def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None) -> None:
-    """The one-line summary of a clean verification: what was chained, re-hashed, signed and anchored."""
+def _signatures(result: Verification, public: Any, source: str) -> str:
+    """Which key the signatures were checked with, where it came from, or plainly that they were not checked."""
     if public is not None:
-        signed = f"; {result.signed} signatures verified with key {public.keyid}"
+        where = "given with --public-key" if source == "--public-key" else f"the configured key, {SIGNING_KEY.name}'s"
+        signed = f"{result.signed} signatures verified with key {public.keyid} ({where})"
         if result.unsigned_before_signing:
             signed += f" ({result.unsigned_before_signing} earlier entries published before signing was configured)"
-    elif result.pinned_keyid:
-        signed = (f"; signatures NOT checked (no public key given or configured): every signed entry names key "
-                  f"{result.pinned_keyid}, the first one's (pass --public-key to check them)")
-    else:
-        signed = "; signatures NOT checked: no entry is signed and no public key was given or configured"
+        return signed
+    if result.pinned_key is not None:
+        signed = (f"{result.signed} signatures verified with key {result.pinned_keyid}, the public key entry "
+                  f"{result.pinned_at} records (trust on first use: no key given or configured; pass --public-key "
+                  "to check against a key you hold)")
+        if result.rotations:
+            signed += f", the key held after {result.rotations} recorded key rotation(s) signed by the key before"
+        if result.unchecked:
+            signed += f"; {result.unchecked} earlier signed entries NOT checked (published before entries recorded their key)"
+        return signed
+    if result.pinned_keyid:
+        return (f"signatures NOT checked (no public key given or configured, and no entry records its key): every signed "
+                f"entry names key {result.pinned_keyid}, the first one's (pass --public-key to check them)")
+    return "signatures NOT checked: no entry is signed and no public key was given or configured"
+
+
+def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None, source: str) -> None:
+    """The one-line summary of a clean verification: what was chained, re-hashed, signed and anchored."""
     anchored = "; " + _anchors_checked(result) if anchors is not None else "; anchors not compared"
     console().print(
-        f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed"
-        + signed + anchored,
+        f"ok: {result.entries} ledger entries chain to head {result.head}; {result.reports} report files re-hashed; "
+        + _signatures(result, public, source) + anchored,
         markup=False,
         soft_wrap=True,
     )
@@ -108,12 +136,13 @@ def _anchors_checked(result: Verification) -> str:
     parts = [f"{count} MLflow anchors match" if source.startswith("MLflow") else f"{count} anchors in {source} match"
              for source, count in result.anchor_sources.items()]
     second = any(not source.startswith("MLflow") for source in result.anchor_sources)
-    return ", ".join(parts or ["0 MLflow anchors match"]) + ("" if second else f" (no second anchor configured: {LEDGER_ANCHOR.name})")
+    return ", ".join(parts or ["0 MLflow anchors match"]) + ("" if second else f" (no second anchor: {LEDGER_ANCHOR.name}=off)")
 
 
-def _print_more_problems(result: Verification) -> None:
+def _print_more_problems(result: Verification, public: Any, source: str) -> None:
     """The problems after the first (which the error names), up to ``_SHOWN`` in all, then a count."""
     out = console()
+    out.print(f"  signatures: {_signatures(result, public, source)}", markup=False, soft_wrap=True)
     if result.anchored is not None:
         out.print(f"  anchors checked: {_anchors_checked(result)}", markup=False, soft_wrap=True)
     for problem in result.problems[1:_SHOWN]:

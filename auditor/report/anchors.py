@@ -40,18 +40,26 @@ def _folders(location: str, lid: str | None) -> list[str]:
 
 
 def write_anchor(anchor_store: BlobStore, *, location: str, lid: str | None, entry: dict[str, Any],
-                 entry_version: str | None) -> None:
-    """Anchor ``entry``'s head in ``anchor_store``, once (a repeat finds the same object and moves on)."""
+                 entry_version: str | None, strict: bool = True) -> list[str]:
+    """Anchor ``entry``'s head in ``anchor_store``, once (a repeat finds the same object and moves on).
+
+    An object already anchoring another head for this slot is never overwritten: ``strict`` raises ``Findings``
+    naming it; otherwise (the default folder under REPRO_HOME, where a reports folder deleted and started over meets
+    its old heads) the conflicts are returned for the caller to log, and ``evidence verify`` reports them."""
     body = {"location": location, "ledger_id": lid, "seq": entry["seq"], "head": entry["hash"], "entry_version": entry_version}
     data = canonical_json(body) + b"\n"
+    conflicts = []
     for folder in _folders(location, lid):
         key = f"{folder}{int(entry['seq']):06d}.json"
         if anchor_store.write(key, data):
             continue
         held = _load(anchor_store, key)
         if held is None or held.get("head") != entry["hash"]:
-            raise Findings(f"{anchor_store.uri}/{key} anchors another head for ledger entry {entry['seq']} of {location}: "
-                           "the ledger was rewritten after it was anchored", hint="run repro-audit evidence verify")
+            conflicts.append(f"{anchor_store.uri}/{key} anchors another head for ledger entry {entry['seq']} of {location}: "
+                             "the ledger was rewritten after it was anchored")
+    if conflicts and strict:
+        raise Findings(conflicts[0], hint="run repro-audit evidence verify")
+    return conflicts
 
 
 def _load(store: BlobStore, key: str) -> dict[str, Any] | None:

@@ -162,10 +162,17 @@ def statement(subjects: dict[str, str], predicate: dict[str, Any], *, predicate_
     return doc
 
 
+#: the predicate field where ``sign`` records the signer's public key (``key_record``)
+SIGNING_KEY_FIELD = "signing_key"
+
+
 def sign(doc: dict[str, Any], key: SigningKey) -> bytes:
-    """The DSSE envelope (JSON bytes) of ``doc`` signed with ``key``."""
+    """The DSSE envelope (JSON bytes) of ``doc`` signed with ``key``; the statement records the signer's public key
+    (``predicate.signing_key``), so that a ledger verified with no key configured pins the key itself, not a key id
+    (``recorded_key``; trust on first use in ``auditor.report.verify``)."""
     from securesystemslib.dsse import Envelope
 
+    doc = {**doc, "predicate": {**(doc.get("predicate") or {}), SIGNING_KEY_FIELD: key_record(key.signer.public_key)}}
     envelope = Envelope(canonical_json(doc), PAYLOAD_TYPE, {})
     envelope.sign(key.signer)
     return canonical_json(envelope.to_dict()) + b"\n"
@@ -193,6 +200,19 @@ def key_from_record(record: dict[str, Any]) -> Any:
     fields = {k: v for k, v in record.items() if k != "keyid"}
     probe = SSlibKey.from_dict("probe", dict(fields))
     return SSlibKey.from_crypto(probe._crypto_key()) if hasattr(probe, "_crypto_key") else probe
+
+
+def recorded_key(data: bytes) -> Any:
+    """The public key an envelope's statement records as its signer's (``sign``), its key id recomputed from the key
+    material (a copied key id never survives); None when the statement records none (signed before keys were
+    recorded) or the record is not a key. Unverified: the caller checks the envelope's signature with it."""
+    try:
+        envelope = json.loads(data)
+        doc = json.loads(base64.b64decode(envelope["payload"], validate=True))
+        record = doc["predicate"][SIGNING_KEY_FIELD]
+        return key_from_record(record) if isinstance(record, dict) else None
+    except Exception:  # noqa: BLE001 - absent, malformed or not a key (securesystemslib raises its own kinds): no key
+        return None
 
 
 def envelope_keyids(data: bytes) -> list[str]:
@@ -233,7 +253,7 @@ def verify(data: bytes, public_key: Any, *, where: str, predicate_type: str = PR
     except VerificationError:
         signed_by = ", ".join(s.keyid for s in envelope.signatures.values()) or "nobody"
         raise Findings(
-            f"{where}: no valid signature by key {public_key.keyid} (signed by {signed_by}): "
+            f"{where}: no valid signature by key {public_key.keyid} (its signatures claim key id {signed_by}): "
             "forged, altered after signing, or signed with another key"
         ) from None
     return payload(data, where=where, predicate_type=predicate_type)

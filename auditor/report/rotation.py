@@ -3,9 +3,11 @@
 ``evidence verify`` holds every entry to one key; a change of key is a finding unless a rotation was
 recorded: an in-toto statement naming both public keys, signed by **both** (the old key hands over, the
 new key accepts), published as ``keys/rotation-<old>-<new>.intoto.json`` with a ledger entry of kind
-``key_rotation`` (anchored like any entry). Verify walks the rotations back from the key it holds: entries
-before a rotation its key accepted are held to that rotation's old key. A rotation signed by one key only,
-or by keys other than the ones it names, moves nothing.
+``key_rotation`` (anchored like any entry). Verify with a key walks the rotations back from the key it holds
+(``accepted``): entries before a rotation its key accepted are held to that rotation's old key. Verify with no
+key walks forward from the key the first signed entry records (``handed_over``): a rotation whose old key is
+the pinned one, signed by both, pins its new key. A rotation signed by one key only, or by keys other than the
+ones it names, moves nothing.
 """
 
 from __future__ import annotations
@@ -61,3 +63,34 @@ def accepted(entry: dict[str, Any], data: bytes | None, holder: Any) -> tuple[An
     except (Findings, ValueError, KeyError, TypeError) as exc:
         return None, f"the key rotation is not signed by both keys it names ({exc})"
     return old, None
+
+
+def handed_over(entry: dict[str, Any], data: bytes | None, held: Any, held_keyid: str | None) -> tuple[Any, str | None]:
+    """Trust on first use, forward: (the new public key, None) when this rotation's statement names the key held so far
+    as its old key (``held``, or only its id ``held_keyid`` on a ledger signed before keys were recorded: a key id is
+    the hash of its key, so the statement's old key, its id recomputed, must match it) and both keys it names signed
+    it; else (None, why not). With no key held yet (a rotation before any signed entry), its old key is taken on
+    first use like the first signed entry's."""
+    rotation = entry.get("rotation") or {}
+    where = f"key rotation {(entry.get('attestation') or {}).get('key')}"
+    if data is None:
+        return None, "its rotation statement is missing"
+    try:
+        predicate = attest.payload(data, where=where, predicate_type=attest.ROTATION_PREDICATE_TYPE).get("predicate") or {}
+        old = attest.key_from_record(predicate.get("old_key") or {})
+        new = attest.key_from_record(predicate.get("new_key") or {})
+    except (Findings, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, f"the key rotation is not signed by both keys it names: its statement does not name two keys ({exc})"
+    expected = held.keyid if held is not None else held_keyid
+    if expected is not None and old.keyid != expected:
+        return None, (f"the key rotation is not signed by both keys it names: its statement hands over from key {old.keyid}, "
+                      f"but the ledger's key is {expected} (its entry names {rotation.get('old_keyid')})")
+    if (rotation.get("old_keyid"), rotation.get("new_keyid")) != (old.keyid, new.keyid):
+        return None, (f"the key rotation is not signed by both keys it names: its entry names {rotation.get('old_keyid')} to "
+                      f"{rotation.get('new_keyid')}, its statement {old.keyid} to {new.keyid}")
+    try:
+        for key in (old, new):
+            attest.verify(data, key, where=where, predicate_type=attest.ROTATION_PREDICATE_TYPE)
+    except Findings as exc:
+        return None, f"the key rotation is not signed by both keys it names ({exc})"
+    return new, None

@@ -9,8 +9,10 @@ What one folder cannot prove about itself is checked against what lies outside i
 * **anchors** (the ledger head after each publish, kept as params of the audit's MLflow
   run, which no client can overwrite): a re-chained ledger no longer holds the anchored
   hashes, and a ledger shorter than its newest anchor lost its tail;
-* **signatures** (with ``public_key``): every entry's in-toto attestation must be signed by
-  that key and name the report, evidence and verdict the entry names;
+* **signatures**: every entry's in-toto attestation must be signed by ``public_key`` (given or
+  configured) and name the report, evidence and verdict the entry names; with no key, by the public key
+  the ledger's first signed entry records (trust on first use of the key itself, checked cryptographically;
+  a change of key is a finding unless a rotation signed by the old key names the new one);
 * **versions** (a versioned, Object Lock bucket): each file is read by the version id its
   entry recorded, and a newer version put on top of it is reported.
 
@@ -50,11 +52,16 @@ class Anchor:
 
 
 class Anchors(list):
-    """The anchors of one ledger, and every source that was asked (a source holding none still counts)."""
+    """The anchors of one ledger, and every source that was asked (a source holding none still counts).
 
-    def __init__(self, items: Any = (), *, sources: list[str] | None = None) -> None:
+    A source in ``partial`` holds only some heads (the default second anchor, under one auditor's home, holds the
+    heads published from that home): each head it holds must still be in the ledger, unchanged, but an entry it does
+    not hold is no finding."""
+
+    def __init__(self, items: Any = (), *, sources: list[str] | None = None, partial: set[str] | None = None) -> None:
         super().__init__(items)
         self.sources = list(sources or [])
+        self.partial = set(partial or ())
 
 
 @dataclass
@@ -76,12 +83,15 @@ class Verification:
     entries: int = 0
     reports: int = 0
     head: str | None = None
-    signed: int = 0  # entries whose attestation verified with the given key
+    signed: int = 0  # entries whose attestation verified with the given, configured or pinned key
     pinned_keyid: str | None = None  # without a key: the key id of the first signed entry, every later one held to it
+    pinned_key: Any = None  # without a key: the public key the first signed entry records (trust on first use)
+    pinned_at: int | None = None  # the entry whose recorded key was pinned
+    unchecked: int = 0  # without a key: signed entries whose signature no known key could check (no key recorded yet)
     unsigned_before_signing: int = 0  # entries published before signing was configured (accepted with a configured key)
     seen_signed: bool = False  # an entry with an attestation was met (an unsigned one after it is never "before signing")
     rotations: int = 0  # recorded key rotations that verified (signed by both keys they name)
-    anchored: int | None = None  # anchors compared (None: no anchors were given)
+    anchored: int | None = None  # ledger positions some anchor names (None: no anchors were given); per source below
     anchor_sources: dict[str, int] = field(default_factory=dict)  # each anchor source checked, and its anchors
     problems: list[Problem] = field(default_factory=list)
 
@@ -170,33 +180,55 @@ def _key_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any
 
 
 def _pinned_key_problem(entry: dict[str, Any], files: dict[str, bytes], out: Verification) -> str | None:
-    """Without a public key, trust on first use: the first signed entry's key id is pinned, and every later entry
-    must be signed by that key id too (an unsigned entry after a signed one, or another key, is a finding), unless a
-    key rotation from the pinned key id, signed by both key ids, is recorded before it (``auditor.report.rotation``).
-    Key ids are claims until a public key checks them: the CLI verifies with the configured key whenever there is one."""
-    from auditor.report.rotation import is_rotation
+    """Without a public key, trust on first use of a *key*, not of a key id: the first signed entry's statement
+    records its signer's public key (``attest.recorded_key``); it is pinned, and every later signature is checked with
+    it cryptographically, like a configured key's (a forged envelope that copies the key id fails). An unsigned entry
+    after a signed one is a finding; so is a change of key, unless a key rotation from the pinned key, signed by both
+    keys it names, is recorded before it (``auditor.report.rotation.handed_over``), which pins the new key.
+
+    A ledger signed before entries recorded their key pins the first key id only: those signatures are counted in
+    ``unchecked`` (key ids are claims) until an entry records the key of that very id (a key id is the hash of its key)."""
+    from auditor.report.rotation import handed_over, is_rotation
 
     part = entry.get("attestation") or {}
     data = files.get(part.get("key") or "")
-    keyids = attest.envelope_keyids(data) if data is not None else []
-    if is_rotation(entry):  # claims only, like every key id here: the old key is the pinned one, both signed
-        rotation = entry.get("rotation") or {}
-        if out.pinned_keyid not in (None, rotation.get("old_keyid")) or not {rotation.get("old_keyid"), rotation.get("new_keyid")} <= set(keyids):
-            return (f"records a key rotation from {rotation.get('old_keyid')} to {rotation.get('new_keyid')}, but the ledger's "
-                    f"key is {out.pinned_keyid} or the rotation is not signed by both")
-        out.pinned_keyid = rotation.get("new_keyid")
+    if is_rotation(entry):
+        new, why = handed_over(entry, data, out.pinned_key, out.pinned_keyid)
+        if new is None:
+            return why
+        out.pinned_key, out.pinned_keyid, out.pinned_at = new, new.keyid, entry.get("seq")
         out.rotations += 1
         return None
-    if out.pinned_keyid is None:
-        if keyids:
-            out.pinned_keyid = keyids[0]
-        return None
     if not part.get("key"):
+        if out.pinned_keyid is None:
+            return None  # published before signing was switched on
         return f"is not signed, though the ledger's entries are signed by key {out.pinned_keyid} from the first signed one on"
-    if data is not None and out.pinned_keyid not in keyids:
-        return (f"is signed by key {', '.join(keyids) or 'nobody'}, but the ledger's first signed entry by key "
-                f"{out.pinned_keyid}: the signing key changed and no rotation is recorded")
-    return None
+    if data is None:
+        return None  # reported as missing or changed already
+    recorded = attest.recorded_key(data)
+    if out.pinned_keyid is None and recorded is not None:
+        out.pinned_key, out.pinned_keyid, out.pinned_at = recorded, recorded.keyid, entry.get("seq")
+    elif out.pinned_keyid is None:
+        out.pinned_keyid = next(iter(attest.envelope_keyids(data)), None)
+    elif out.pinned_key is None and recorded is not None and recorded.keyid == out.pinned_keyid:
+        out.pinned_key, out.pinned_at = recorded, entry.get("seq")  # the pinned key id's own key, recorded at last
+    if out.pinned_key is None:
+        out.unchecked += 1
+        keyids = attest.envelope_keyids(data)
+        if recorded is not None and recorded.keyid != out.pinned_keyid:  # a key recorded, and not the pinned id's
+            return (f"records its signer's key {recorded.keyid} (its signatures claim key id {', '.join(keyids) or 'none'}), "
+                    f"but the ledger's first signed entry by key {out.pinned_keyid}: the signing key changed and no "
+                    "rotation is recorded")
+        if out.pinned_keyid not in keyids:
+            return (f"is signed by key {', '.join(keyids) or 'nobody'}, but the ledger's first signed entry by key "
+                    f"{out.pinned_keyid}: the signing key changed and no rotation is recorded")
+        return None
+    problem = _signature_problem(entry, files, out.pinned_key)
+    if problem is not None and recorded is not None and recorded.keyid != out.pinned_key.keyid:
+        problem += (f"; it records key {recorded.keyid}, not the ledger's key {out.pinned_key.keyid}: the signing key "
+                    "changed and no rotation signed by the ledger's key names the new one")
+    out.signed += problem is None
+    return problem
 
 
 def _signature_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any) -> str | None:
@@ -262,11 +294,13 @@ def _anchor_problems(entries: list[dict[str, Any]], anchors: list[Anchor]) -> li
     groups = _by_source(anchors)
     if not groups:
         return _source_problems(entries, [], "MLflow")
-    return [p for source, found in groups.items() for p in _source_problems(entries, found, source)]
+    partial = getattr(anchors, "partial", set())
+    return [p for source, found in groups.items() for p in _source_problems(entries, found, source, partial=source in partial)]
 
 
-def _source_problems(entries: list[dict[str, Any]], anchors: list[Anchor], source: str) -> list[Problem]:
-    if entries and not anchors:
+def _source_problems(entries: list[dict[str, Any]], anchors: list[Anchor], source: str, *,
+                     partial: bool = False) -> list[Problem]:
+    if entries and not anchors and not partial:
         if source.startswith("MLflow"):
             return [Problem(0, (
                 f"no anchor outside the reports folder names this ledger ({source} holds none): give the MLflow it was "
@@ -283,7 +317,7 @@ def _source_problems(entries: list[dict[str, Any]], anchors: list[Anchor], sourc
                 f"{describe(entries[anchor.seq], anchor.seq)}: its hash is {entries[anchor.seq].get('hash')} but "
                 f"{anchor.where} anchored {anchor.head}: the ledger was rewritten and re-chained")))
     anchored = {a.seq for a in anchors}
-    for seq, entry in enumerate(entries):
+    for seq, entry in enumerate(entries if not partial else []):
         if seq not in anchored:
             problems.append(Problem(seq, (
                 f"{describe(entry, seq)}: no anchor outside the reports folder names it ({source} has none): it was added by hand, "
@@ -445,7 +479,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     out.head = lines[-1].get("hash") if lines and lines[-1] else None
     out.reports = sum(1 for k in keys if k in named)
     if anchors is not None:
-        out.anchored = len(anchors)
+        out.anchored = len({anchor.seq for anchor in anchors})
         out.anchor_sources = {source: len(found) for source, found in _by_source(anchors).items()}
         out.problems.extend(_anchor_problems(found_entries, anchors))
         out.problems.extend(_anchored_versions(store, anchors))

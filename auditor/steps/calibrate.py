@@ -225,8 +225,9 @@ def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, 
     """
     from auditor import tags as t
     from auditor.report.calibrations import publish_calibration
-    from auditor.steps.anchoring import anchor_params
+    from auditor.steps.anchoring import log_calibration_anchor, repair_calibration_anchors
 
+    repair_calibration_anchors(session, info)  # an earlier calibration that stopped before its run: anchored now
     data = calibration.to_json().encode("utf-8")
     sha = sha256_digest(data)
     if session.settings.require_object_lock:  # published like an audit: to a locked bucket only, when that is required
@@ -235,16 +236,7 @@ def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, 
         require_object_lock(session.store, session.settings.lock_retention_days)
     published = publish_calibration(session.store, data, model=info.name, version=str(info.version), sha256=sha,
                                     calibrated_at=calibration.calibrated_at, key=session.signer)
-    params = {t.PARAM_CALIBRATION_SHA256: sha, t.PARAM_CALIBRATION_RERUNS: str(len(calibration.seed_varied)),
-              t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
-              **anchor_params(session, published.entry, published.entry_version_id)}
-    run_id = session.registry.log_run(
-        experiment=session.settings.audit_experiment, identity=f"calibration {info.ref} {sha}",
-        name=f"calibration {info.name} v{info.version} {calibration.calibrated_at}", params=params,
-        tags={t.TAG_RUN_KIND: "calibration", t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version),
-              t.MLFLOW_SOURCE_NAME: t.AUDIT_RUN_SOURCE, t.MLFLOW_SOURCE_TYPE: "JOB"},
-        metrics={}, artifacts={t.CALIBRATION_ARTIFACT: data},
-    )
+    run_id = log_calibration_anchor(session, info, published.entry, published.entry_version_id, data)
     from auditor.report.publish import refresh
 
     refresh(session.store)

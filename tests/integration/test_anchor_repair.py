@@ -132,3 +132,43 @@ def test_mlflow_refusing_the_anchor_once_then_a_rerun_completes_it_and_verify_pa
     doc = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and doc["ok"] and doc["anchors"] == 1, doc
     get_settings.cache_clear()
+
+
+def test_a_calibration_whose_run_was_refused_after_its_ledger_entry_is_anchored_by_the_next_calibration(
+        tmp_path, _mlflow_sqlite_template):
+    """The calibration crash window: its evidence and ledger entry are published, then MLflow refuses its run (the
+    audits experiment deleted). A new calibration is a new entry, so the next one completes the earlier run first
+    (same identity, same params and file); evidence verify then passes, both anchors (MLflow's, the second) whole."""
+    from mlflow import MlflowClient
+
+    from auditor.errors import ReproError
+    from auditor.judge.floors import Calibration, FloorRun, SameSeedFloor
+    from auditor.report.verify import verify
+    from auditor.steps import Session
+    from auditor.steps.calibrate import log_calibration_run
+    from auditor.storage import open_store
+
+    settings, refs = mlflow_world(tmp_path, _mlflow_sqlite_template)
+    registry = MlflowRegistry(settings.tracking_uri)
+    info = registry.resolve(refs[0])
+    experiment = registry._experiment(settings.audit_experiment, create=True)
+    client = MlflowClient(tracking_uri=settings.tracking_uri)
+    client.delete_experiment(experiment)
+
+    def calibration(at: str) -> Calibration:
+        floor = SameSeedFloor(runs=[FloorRun(seed=7, weights_sha256="a")] * 2, bit_identical=True, max_abs=0.0, rel_l2=0.0)
+        return Calibration(calibrated_at=at, same_seed=floor, seed_varied=[FloorRun(seed=s) for s in range(3)])
+
+    with pytest.raises(ReproError):
+        log_calibration_run(Session(settings, registry=registry), info, calibration("2026-09-01T00:00:00Z"))
+    store = open_store(settings.reports)
+    assert not verify(store, anchors=Session(settings).ledger_anchors(settings.reports)).ok  # entry 0: no MLflow run
+
+    client.restore_experiment(experiment)
+    log_calibration_run(Session(settings, registry=registry), info, calibration("2026-09-02T00:00:00Z"))
+    runs = client.search_runs([experiment])
+    assert sorted(r.data.params["repro.ledger.seq"] for r in runs) == ["0", "1"]
+    assert all(r.info.status == "FINISHED" and r.data.params["repro.reruns"] == "3" for r in runs)
+    checked = verify(store, anchors=Session(settings).ledger_anchors(settings.reports))
+    assert checked.ok, [str(p) for p in checked.problems]
+    assert set(checked.anchor_sources.values()) == {2}

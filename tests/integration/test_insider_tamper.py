@@ -132,7 +132,9 @@ def test_the_untouched_set_verifies_with_signatures_and_anchors(signed):
     registry, infos, settings, public, keyid = signed
     result = check(settings, public)
     assert result.ok, messages(result)
-    assert (result.entries, result.signed, result.anchored) == (3, 3, 3)
+    assert (result.entries, result.signed, result.anchor_sources) == (3, 3, {
+        f"MLflow experiment {settings.audit_experiment!r}": 3,
+        f"the second anchor {settings.home / 'anchors'} (the default under {settings.home}, REPRO_LEDGER_ANCHOR unset)": 3})
     evidence = json.loads(open_store(settings.reports).read(ledger.entries(open_store(settings.reports))[0]["evidence"]["key"]))
     assert evidence["signing"] == {"keyid": keyid, "signer": "audit-bot@bank"}
     assert evidence["audit"]["verdict"] == Verdict.NOT_REPRODUCIBLE.value
@@ -438,18 +440,33 @@ def test_the_cli_verifies_with_the_public_key_and_keygen_prints_readable_paths(s
     get_settings.cache_clear()
 
 
-def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default_way(signed, tmp_path, capsys, monkeypatch):
-    """Issue 27, acceptance 6: verify checks signatures by default (the configured key; else the ledger's first key)."""
+@pytest.mark.parametrize("copies_keyid", [False, True], ids=["own-keyid", "copied-keyid"])
+def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default_way(signed, tmp_path, capsys, monkeypatch,
+                                                                                    copies_keyid):
+    """Issue 27, acceptance 6: verify checks signatures by default (the configured key; else the public key the
+    ledger's first signed entry records, pinned: trust on first use of the key, so a forged envelope that copies the
+    genuine key id into its signature fails too)."""
+    from securesystemslib.signer import CryptoSigner, SSlibKey
+
     from auditor.cli import main
     from auditor.settings import get_settings
 
     _, infos, settings, public, keyid = signed
     mallory_key = tmp_path / "mallory.pem"
     _, mallory = attest.generate_key(mallory_key)
-    forger = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": settings.reports,
+    forger = Settings.from_env({"REPRO_HOME": str(tmp_path / "forger-home"), "REPRO_REPORTS": settings.reports,
                                 "MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_SIGNING_KEY": str(mallory_key)})
-    outcome = session(forger).audit(infos[2].ref, AuditOptions(date="2026-05-04", audit_run="cli"))
-    assert outcome.publish_failure is None  # published and anchored in MLflow like any audit
+    own = attest.load_signing_key(str(mallory_key))
+    signer = own
+    if copies_keyid:  # the envelope's signature names the genuine key id; the key is the forger's
+        real = own.signer.public_key
+        dressed = SSlibKey(keyid, real.keytype, real.scheme, dict(real.keyval))
+        signer = attest.SigningKey(signer=CryptoSigner(own.signer._private_key, dressed), keyid=keyid, signer_name="")
+    forged = Session(forger, runner=FakeRunner(faithful), prepare=fake_prepare, signer=signer)
+    outcome = forged.audit(infos[2].ref, AuditOptions(date="2026-05-04", audit_run="cli"))
+    assert outcome.publish_failure is None  # published and anchored in MLflow (and the forger's own home) like any audit
+    entry = ledger.entries(open_store(settings.reports))[3]
+    assert entry["attestation"]["keyids"] == [keyid if copies_keyid else mallory]
     env = {"MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_REPORTS": settings.reports}
     for configured in ({"REPRO_SIGNING_KEY": settings.signing_key}, {"REPRO_SIGNING_PUBLIC_KEY": str(public)}, {}):
         for name in ("REPRO_SIGNING_KEY", "REPRO_SIGNING_PUBLIC_KEY"):
@@ -462,10 +479,11 @@ def test_a_new_audit_signed_by_a_fresh_key_and_anchored_fails_verify_the_default
         doc = json.loads(capsys.readouterr().out)
         assert done.value.code == 1, (configured, doc)
         problem = next(p["message"] for p in doc["problems"] if p["entry"] == 3)
-        if configured:  # the configured key checks every signature
-            assert f"no valid signature by key {keyid}" in problem and doc["signed"] == 3
-        else:  # no key anywhere: the first signed entry's key id is pinned, and the change of key is named
-            assert f"signed by key {mallory}" in problem and keyid in problem and doc["pinned_keyid"] == keyid
+        assert f"no valid signature by key {keyid}" in problem and doc["signed"] == 3, problem
+        assert doc["signatures_checked_with"] == keyid
+        if not configured:  # no key anywhere: the public key entry 0 records is pinned, and the forger's key is named
+            assert doc["key_source"] == "pinned from entry 0" and doc["pinned_keyid"] == keyid
+            assert mallory in problem and "the signing key changed" in problem, problem
     get_settings.cache_clear()
 
 

@@ -61,11 +61,12 @@ def test_a_recorded_rotation_verifies_the_default_way_and_with_no_key(signed, tm
         code, out = _cli(monkeypatch, capsys, {**env, **configured}, "evidence", "verify", "--json")
         doc = json.loads(out)
         assert code == 0 and doc["ok"], doc
-        assert doc["key_rotations"] == 1 and doc["anchors"] == 5
+        assert doc["key_rotations"] == 1 and set(doc["anchor_sources"].values()) == {5}  # MLflow's and the second anchor's
+        assert doc["signatures_checked_with"] == new_id
         if configured:
-            assert doc["signed"] == 4  # three audits by the old key, accepted through the rotation; one by the new
-        else:
-            assert doc["pinned_keyid"] == new_id
+            assert doc["signed"] == 4 and doc["key_source"] == "configured"  # three by the old key, through the rotation
+        else:  # the first entry's recorded key pinned, moved to the new key by the rotation, every signature checked
+            assert doc["pinned_keyid"] == new_id and doc["key_source"] == "pinned from entry 3" and doc["signed"] == 4
     # the old key alone no longer verifies what the new key signed
     code, out = _cli(monkeypatch, capsys, {**env, "REPRO_SIGNING_KEY": settings.signing_key}, "evidence", "verify", "--json")
     doc = json.loads(out)

@@ -2,8 +2,9 @@
 
 MLflow's anchors are params of the audit runs; whoever administers MLflow can purge a run for good
 (``mlflow gc``) and then delete the newest ledger entry with nothing left to say so. A second anchor
-(``REPRO_LEDGER_ANCHOR``: a write-once folder, or an S3 bucket with Object Lock) holds one object per
-ledger head; ``evidence verify`` checks each anchor source on its own and says which ones it checked.
+(by default the write-once folder ``$REPRO_HOME/anchors``; ``REPRO_LEDGER_ANCHOR``: a shared write-once
+folder, or an S3 bucket with Object Lock) holds one object per ledger head; ``evidence verify`` checks each
+anchor source on its own and says which ones it checked.
 
 Real parts: MLflow on SQLite and its own ``mlflow gc``, the ledger, the CLI, moto's S3 server with
 Object Lock. The rebuilds are the fake runner (tests/unit/test_audit_outcomes.py): what is tested is
@@ -45,7 +46,7 @@ def _verify(monkeypatch, capsys, settings, *, second: str | None) -> tuple[int, 
     env = {"MLFLOW_TRACKING_URI": settings.tracking_uri, "REPRO_REPORTS": settings.reports, "REPRO_HOME": str(settings.home)}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    if second:
+    if second:  # a store, or "off"; None: the default folder under REPRO_HOME
         monkeypatch.setenv("REPRO_LEDGER_ANCHOR", second)
     else:
         monkeypatch.delenv("REPRO_LEDGER_ANCHOR", raising=False)
@@ -58,18 +59,22 @@ def _verify(monkeypatch, capsys, settings, *, second: str | None) -> tuple[int, 
 
 def test_purging_the_anchor_run_and_rolling_back_the_newest_entry_is_caught_by_the_second_anchor(
         tmp_path, _mlflow_sqlite_template, monkeypatch, capsys):
+    """With default settings: the second anchor is the write-once folder under REPRO_HOME, outside MLflow and the
+    reports folder; its files are created once and left read-only."""
     from mlflow import MlflowClient
 
-    second = str(tmp_path / "anchors")
-    settings, refs = mlflow_world(tmp_path, _mlflow_sqlite_template, REPRO_LEDGER_ANCHOR=second)
+    settings, refs = mlflow_world(tmp_path, _mlflow_sqlite_template)
+    second = str(settings.home / "anchors")
     for ref, date in zip(refs, ["2026-10-01", "2026-10-02"], strict=True):
         outcome = session(settings).audit(ref, AuditOptions(date=date, audit_run="cli", runner="process"))
         assert outcome.publish_failure is None, outcome.publish_failure
-    code, doc = _verify(monkeypatch, capsys, settings, second=second)
+    written = sorted(p for p in (settings.home / "anchors").rglob("*.json"))
+    assert len(written) == 4 and all(p.stat().st_mode & 0o222 == 0 for p in written)  # by location and by id, read-only
+    code, doc = _verify(monkeypatch, capsys, settings, second=None)
     assert code == 0 and doc["ok"], doc
     sources = doc["anchor_sources"]
     assert len(sources) == 2 and set(sources.values()) == {2}
-    assert any(second.rstrip("/") in name or open_store(second).uri in name for name in sources)
+    assert any(second in name and "the default" in name for name in sources), sources
 
     # the MLflow admin: delete and purge the newest audit's run (its anchor), then roll the ledger back by one entry
     client = MlflowClient(tracking_uri=settings.tracking_uri)
@@ -91,14 +96,14 @@ def test_purging_the_anchor_run_and_rolling_back_the_newest_entry_is_caught_by_t
 
     refresh(store)  # ledger.jsonl and index.html rewritten from the one entry left: the folder is consistent again
 
-    # MLflow alone no longer knows: without the second anchor, the rollback verifies clean (the gap this closes)
-    code, doc = _verify(monkeypatch, capsys, settings, second=None)
+    # MLflow alone no longer knows: with the second anchor off, the rollback verifies clean (the gap this closes)
+    code, doc = _verify(monkeypatch, capsys, settings, second="off")
     assert code == 0 and doc["ok"] and list(doc["anchor_sources"]) == [f"MLflow experiment {settings.audit_experiment!r}"], doc
-    # with it: verify fails, naming the second anchor
-    code, doc = _verify(monkeypatch, capsys, settings, second=second)
+    # with the default settings: verify fails, naming the second anchor
+    code, doc = _verify(monkeypatch, capsys, settings, second=None)
     assert code == 1 and not doc["ok"], doc
     text = "\n".join(p["message"] for p in doc["problems"])
-    assert "entry 1 is anchored in the second anchor" in text and "rolled back" in text, text
+    assert f"entry 1 is anchored in the second anchor {second}" in text and "rolled back" in text, text
     assert len(doc["anchor_sources"]) == 2
 
 
