@@ -1,12 +1,13 @@
 """The audit and verdict tasks' extra links: the published report, and the model version in MLflow's UI.
 
 Both read what the operator kept while it ran: ``audit_row`` (the audit's ``{ref, verdict, report,
-error, skipped}`` row) and ``tracking_uri`` (the settings it resolved).
+error, skipped}`` row), ``tracking_uri`` and ``reports_url`` (the settings it resolved).
 """
 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
@@ -19,6 +20,15 @@ def file_uri(location: str) -> str:
     if "://" in location:
         return location
     return "file://" + quote(os.path.abspath(location))
+
+
+def report_link(report: str, reports_url: str | None) -> str:
+    """Where a person opens a published report: its web address under ``REPRO_REPORTS_URL`` when the reports
+    folder is served (``auditor.steps.publish.report_url``), else its storage location as a URI."""
+    from auditor.steps.publish import report_url
+
+    url = report_url(SimpleNamespace(reports_url=reports_url), report.rsplit("/", 1)[-1]) if reports_url else None
+    return url or file_uri(report)
 
 
 def model_version_url(tracking_uri: str | None, ref: str | None) -> str:
@@ -36,7 +46,7 @@ class ReportLink(BaseOperatorLink):
 
     def get_link(self, operator, *, ti_key) -> str:
         report = (getattr(operator, "audit_row", None) or {}).get("report")
-        return file_uri(report) if report else ""
+        return report_link(report, getattr(operator, "reports_url", None)) if report else ""
 
 
 class ModelVersionLink(BaseOperatorLink):

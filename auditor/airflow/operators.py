@@ -30,7 +30,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from auditor.airflow import audit_timeout
 from auditor.airflow.context import audit_date, audit_run, is_last_try
 from auditor.airflow.hooks import AuditHook
-from auditor.airflow.links import ModelVersionLink, ReportLink, file_uri
+from auditor.airflow.links import ModelVersionLink, ReportLink, file_uri, report_link
 from auditor.airflow.notifications import failure_notifiers
 from auditor.errors import BadInput, task_outcome
 from auditor.settings import Settings
@@ -90,6 +90,7 @@ class AuditOperator(BaseOperator):
         self.model_ref = model_ref
         self.audit_row: dict[str, Any] | None = None
         self.tracking_uri: str | None = None
+        self.reports_url: str | None = None
         self.lineage_settings: Settings | None = None
 
     @classmethod
@@ -108,7 +109,7 @@ class AuditOperator(BaseOperator):
         context["model_ref"] = self.model_ref  # names the mapped instance in the UI
         last_try = is_last_try(context["ti"].try_number, self.retries)
         settings = AuditHook().get_conn()
-        self.lineage_settings, self.tracking_uri = settings, settings.tracking_uri
+        self.lineage_settings, self.tracking_uri, self.reports_url = settings, settings.tracking_uri, settings.reports_url
         params = context.get("params") or {}
         from auditor.steps import AuditOptions
 
@@ -116,7 +117,7 @@ class AuditOperator(BaseOperator):
                                runner=params.get("runner"), reruns=int(params.get("reruns") or 1))
         row = self.session(settings).audit(self.model_ref, options).row
         self.audit_row = row
-        _emit_report_event(context, row)
+        _emit_report_event(context, row, self.reports_url)
         if task_outcome(row["verdict"]) == "retry" and not last_try and not row.get("skipped"):
             raise AuditFailed(verdict_message(row))  # nothing was published: the retry audits afresh
         return row
@@ -149,6 +150,7 @@ class VerdictOperator(BaseOperator):
         self.row = row
         self.audit_row: dict[str, Any] | None = None
         self.tracking_uri: str | None = None
+        self.reports_url: str | None = None
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:
@@ -160,22 +162,26 @@ class VerdictOperator(BaseOperator):
         self.audit_row = row
         context["model_ref"] = row.get("ref")  # names the mapped instance in the UI
         try:
-            self.tracking_uri = AuditHook().get_conn().tracking_uri
-        except Exception:  # noqa: BLE001 - only the "Model version" link needs it; the audit resolved them already
-            self.tracking_uri = None
+            settings = AuditHook().get_conn()
+            self.tracking_uri, self.reports_url = settings.tracking_uri, settings.reports_url
+        except Exception:  # noqa: BLE001 - only the links need them; the audit resolved them already
+            self.tracking_uri = self.reports_url = None
         if task_outcome(row["verdict"]) != "success":
             raise AirflowFailException(verdict_message(row))
         return row
 
 
 # -- the report's asset event and lineage -------------------------------------------------------
-def _emit_report_event(context: Any, row: Mapping[str, Any]) -> None:
-    """The published report as an event of the asset alias ``REPORTS_ALIAS`` (extra: model, verdict)."""
+def _emit_report_event(context: Any, row: Mapping[str, Any], reports_url: str | None = None) -> None:
+    """The published report as an event of the asset alias ``REPORTS_ALIAS`` (extra: model, verdict, and the
+    report's web address when ``REPRO_REPORTS_URL`` is set)."""
     if row.get("report"):
         from airflow.sdk import Asset
 
-        context["outlet_events"][AssetAlias(REPORTS_ALIAS)].add(
-            Asset(file_uri(row["report"])), extra={"model": row["ref"], "verdict": row["verdict"]})
+        extra = {"model": row["ref"], "verdict": row["verdict"]}
+        if reports_url:
+            extra["url"] = report_link(row["report"], reports_url)
+        context["outlet_events"][AssetAlias(REPORTS_ALIAS)].add(Asset(file_uri(row["report"])), extra=extra)
 
 
 def _dataset(namespace: str, name: str) -> Any:

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="true: publish an ERROR verdict; false (retries left): exit 3 for Airflow's retry instead")
     args = parser.parse_args(argv)
 
+    from auditor.rebuild.runners import trainer_output_to
     from auditor.settings import get_settings
     from auditor.steps import AuditOptions, Session
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         session = Session(get_settings())  # resolved once, here, and passed down
         options = AuditOptions(date=args.date, audit_run=args.audit_run, runner="process", reruns=args.reruns,
                                task=True, last_try=args.last_try)
-        result = session.audit(args.ref, options).row
+        with trainer_output_to(sys.stderr):  # the pod's log, which the operator relays into the task log
+            result = session.audit(args.ref, options).row
     except Exception as exc:  # the table decides: a setting no retry fixes (2), an outage or a crash (3)
         if not isinstance(exc, ReproError):  # a bug of ours: the pod's log is the only record of its traceback
             traceback.print_exc(file=sys.stderr)

@@ -92,21 +92,12 @@ def _trainer_output(stream: bool):
     if not stream:
         yield
         return
-    import logging
     import sys
 
-    from auditor.rebuild.runners import TRAINER_OUTPUT
+    from auditor.rebuild.runners import trainer_output_to
 
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("  │ %(message)s"))
-    before = TRAINER_OUTPUT.level
-    TRAINER_OUTPUT.addHandler(handler)
-    TRAINER_OUTPUT.setLevel(logging.INFO)
-    try:
+    with trainer_output_to(sys.stderr):
         yield
-    finally:
-        TRAINER_OUTPUT.removeHandler(handler)
-        TRAINER_OUTPUT.setLevel(before)
 
 
 @app.command("rebuild")

@@ -17,10 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from auditor import contract
 from auditor.contract import LOG_FILE
@@ -284,6 +285,22 @@ def _signal_group(pgid: int, sig: int) -> None:
 #: the trainer's own output, line by line, redacted: not under ``auditor`` so a CLI prints it only when asked
 #: (``--stream-output``); an orchestrator's task log (Airflow's, at INFO) always has it
 TRAINER_OUTPUT = logging.getLogger("repro.trainer")
+
+
+@contextmanager
+def trainer_output_to(stream: IO[str], prefix: str = "  │ ") -> Iterator[None]:
+    """The trainer's lines (``TRAINER_OUTPUT``, redacted) also on ``stream`` while the block runs: the CLI's
+    ``--stream-output`` (stderr) and the rebuild pod's log, which ``KubernetesPodOperator`` relays into the task log."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))
+    before = TRAINER_OUTPUT.level
+    TRAINER_OUTPUT.addHandler(handler)
+    TRAINER_OUTPUT.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        TRAINER_OUTPUT.removeHandler(handler)
+        TRAINER_OUTPUT.setLevel(before)
 
 
 class LogFollower:

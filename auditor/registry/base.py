@@ -34,6 +34,7 @@ from auditor.tags import (
     RECORD_ARTIFACT,
     TAG_AUDIT_AT,
     TAG_BANDS,
+    TAG_LOGGED_MODEL,
     TAG_RECORD_DIGEST,
     TAG_REPORT,
     TAG_TIER,
@@ -45,6 +46,9 @@ from auditor.tags import RECORD_DIR as RECORD_DIR
 from auditor.tags import TAG_WEIGHTS_SHA256 as TAG_WEIGHTS_SHA256
 from auditor.tags import WEIGHTS_ARTIFACT as WEIGHTS_ARTIFACT
 from auditor.uris import ModelRef, model_uri, parse_ref
+
+#: a version registered from a LoggedModel by id (``mlflow.register_model("models:/m-…")``)
+_LOGGED_MODEL_SOURCE = re.compile(r"^models:/(m-[0-9a-f]{32})/?$")
 
 #: MLflow's limits on a model-version tag
 MAX_VERSION_TAG_KEY = 250
@@ -65,6 +69,19 @@ class ModelVersionInfo:
     run_tags: Mapping[str, str] = field(default_factory=dict)  # the run's ``repro.*`` tags, when looked up
     run_deleted: bool = False  # the run is deleted but not purged: the next ``mlflow gc`` destroys it
     run_params: Mapping[str, str] = field(default_factory=dict)  # the run's params (immutable in MLflow)
+    model_id: str | None = None  # MLflow 3's ModelVersion.model_id, where the registry keeps it
+
+    @property
+    def logged_model_id(self) -> str | None:
+        """The MLflow 3 LoggedModel this version was registered from, or None (a version made from a run's files).
+
+        MLflow's SQL registry does not keep ``model_id`` on the version, so it is also read from a ``models:/m-…``
+        source and from the ``repro.logged_model`` tag the SDK sets on the training run.
+        """
+        if self.model_id:
+            return self.model_id
+        found = _LOGGED_MODEL_SOURCE.match(self.source or "")
+        return found.group(1) if found else self.run_tags.get(TAG_LOGGED_MODEL) or None
 
     @property
     def ref(self) -> str:
@@ -351,8 +368,12 @@ class Registry(abc.ABC):
         tags: Mapping[str, str],
         metrics: Mapping[str, float],
         artifacts: Mapping[str, bytes],
+        links: RunLinks | None = None,
     ) -> str:
-        """Log a finished run once per ``identity`` (a repeat returns the run already logged); its id."""
+        """Log a finished run once per ``identity`` (a repeat returns the run already logged); its id.
+
+        ``links`` names the LoggedModel and the datasets the run is about (MLflow 3 run inputs).
+        """
 
     @abc.abstractmethod
     def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
@@ -389,6 +410,22 @@ class Registry(abc.ABC):
                 hint="band fewer metrics or drop per-rerun detail",
             )
         return self.set_tags(info, {TAG_BANDS: json_text})
+
+
+@dataclass(frozen=True)
+class RunLinks:
+    """What a logged run is about, as MLflow 3 links it: a LoggedModel and datasets (the run's inputs).
+
+    ``datasets`` maps each data input's name to its record entry (``DataRef`` fields: uri, version, content_hash,
+    kind); ``model_metrics`` names the metrics that are measurements of that model on that data, logged with
+    ``model_id`` (and the dataset when there is exactly one) so they show on the LoggedModel's page too.
+    """
+
+    model_id: str | None = None
+    datasets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    context: str = "audit"  # the dataset inputs' ``mlflow.data.context``
+    input_tags: Mapping[str, str] = field(default_factory=dict)  # short tags on each dataset input
+    model_metrics: tuple[str, ...] = ()
 
 
 def _with_tags(info: ModelVersionInfo, tags: Mapping[str, str]) -> ModelVersionInfo:

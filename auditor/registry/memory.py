@@ -20,7 +20,7 @@ from pathlib import Path
 from auditor.digests import sha256_hex
 from auditor.errors import BadInput, NotFound
 from auditor.lineage.record import RunRecord
-from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
+from auditor.registry.base import ModelVersionInfo, Registry, RunInfo, RunLinks
 from auditor.registry.layout import run_layout, training_params
 from auditor.tags import MLFLOW_RUN_NAME, TAG_RECORD_DIGEST, TAG_RUN_IDENTITY, TAG_WEIGHTS_SHA256, WEIGHTS_DIR, own_tags
 from auditor.uris import model_alias_uri, model_uri, run_artifact_uri
@@ -37,6 +37,7 @@ class _Run:
     params: dict[str, str] = field(default_factory=dict)
     experiment: str = "Default"
     start_time: int = 0
+    links: RunLinks | None = None  # the LoggedModel and datasets an audit run is about
 
 
 @dataclass
@@ -192,13 +193,17 @@ class MemoryRegistry(Registry):
             return self._run(run_id).artifacts.get(path)
 
     def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
-                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes]) -> str:
+                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes],
+                links: RunLinks | None = None) -> str:
         with self._lock:
             for run_id, run in self._runs.items():
                 if run.experiment == experiment and run.tags.get(TAG_RUN_IDENTITY) == identity:
                     return run_id
-        return self.create_run(tags={**tags, TAG_RUN_IDENTITY: identity, MLFLOW_RUN_NAME: name},
-                               artifacts=artifacts, params=params, experiment=experiment)
+        run_id = self.create_run(tags={**tags, TAG_RUN_IDENTITY: identity, MLFLOW_RUN_NAME: name},
+                                 artifacts=artifacts, params=params, experiment=experiment)
+        with self._lock:
+            self._runs[run_id].links = links
+        return run_id
 
     def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
         with self._lock:

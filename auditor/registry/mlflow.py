@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, NotFound
-from auditor.registry.base import ModelVersionInfo, Registry, RunInfo
+from auditor.registry.base import ModelVersionInfo, Registry, RunInfo, RunLinks
 from auditor.tags import TAG_RUN_IDENTITY, own_tags
 
 # MLflow caps a registered-model page at 1,000 and a version page at 200,000;
@@ -255,6 +255,7 @@ class MlflowRegistry(Registry):
             source=mv.source,
             creation_ts=mv.creation_timestamp,
             run_tags=dict(run_tags),
+            model_id=getattr(mv, "model_id", None) or None,
         )
 
     # -- runs of the audits experiment ------------------------------------------------------
@@ -287,11 +288,13 @@ class MlflowRegistry(Registry):
                        run.info.lifecycle_stage == "deleted", run.info.start_time)
 
     def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
-                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes]) -> str:
+                tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes],
+                links: RunLinks | None = None) -> str:
         """One run per ``identity``, made whole: a run a failed attempt left half made is completed, not reused as is.
 
         Names MLflow refuses are made safe first (``mlflow_safe_names``); a param already logged with another
-        value is a finding (params are immutable, and an anchor that changed is tampering).
+        value is a finding (params are immutable, and an anchor that changed is tampering). ``links`` become the
+        run's inputs (the LoggedModel, the datasets) and the model's metrics are logged with its ``model_id``.
         """
         from auditor.registry.base import mlflow_safe_names
 
@@ -303,12 +306,12 @@ class MlflowRegistry(Registry):
                 run = existing[0]
             else:
                 run = self.client.create_run(experiment_id, tags={**tags, TAG_RUN_IDENTITY: identity}, run_name=name)
-            self._complete(run, params, tags, metrics, artifacts)
+            self._complete(run, params, tags, metrics, artifacts, links)
         return run.info.run_id
 
     def _complete(self, run: Any, params: Mapping[str, str], tags: Mapping[str, str], metrics: Mapping[str, float],
-                  artifacts: Mapping[str, bytes]) -> None:
-        """Log what ``run`` lacks of params, metrics, tags and artifacts, then mark it finished (idempotent)."""
+                  artifacts: Mapping[str, bytes], links: RunLinks | None = None) -> None:
+        """Log what ``run`` lacks of params, metrics, tags, inputs and artifacts, then mark it finished (idempotent)."""
         import time
 
         from mlflow.entities import Metric, Param, RunTag
@@ -320,11 +323,14 @@ class MlflowRegistry(Registry):
         if changed:
             raise Findings(f"run {run_id} already anchors other values for {', '.join(changed)}: params are immutable",
                            hint="run repro-audit evidence verify")
+        model_id, dataset = self._link_inputs(run, links) if links else (None, None)
+        linked = set(links.model_metrics) if links and model_id else set()
         now = int(time.time() * 1000)
         self.client.log_batch(
             run_id,
             params=[Param(k, v) for k, v in params.items() if k not in have.params],
-            metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items() if k not in have.metrics],
+            metrics=[Metric(k, float(v), now, 0, **({"model_id": model_id, **dataset} if k in linked else {}))
+                     for k, v in metrics.items() if k not in have.metrics],
             tags=[RunTag(k, v) for k, v in tags.items() if have.tags.get(k) != v],
         )
         present = {f.path for f in self.client.list_artifacts(run_id)} if artifacts else set()
@@ -338,6 +344,41 @@ class MlflowRegistry(Registry):
                 self.client.log_artifacts(run_id, tmp)
         if run.info.status != "FINISHED":
             self.client.set_terminated(run_id, status="FINISHED")
+
+    def _link_inputs(self, run: Any, links: RunLinks) -> tuple[str | None, dict[str, str]]:
+        """Log ``links`` as the run's inputs (what it lacks of them); the model id and the one dataset to log
+        the model's metrics with (``dataset_name``/``dataset_digest``; empty unless there is exactly one dataset).
+
+        A LoggedModel the tracking server no longer has (deleted, or another server's id) is left out with a
+        warning: the audit stands without the link.
+        """
+        import logging
+
+        from mlflow.entities import LoggedModelInput
+        from mlflow.exceptions import MlflowException
+
+        from auditor.lineage.record import DataRef
+        from auditor.registry.tracking import _dataset_inputs
+
+        model_id = links.model_id
+        if model_id:
+            try:
+                self.client.get_logged_model(model_id)
+            except MlflowException as exc:
+                logging.getLogger(__name__).warning("audit run %s: LoggedModel %s not linked (%s)", run.info.run_id,
+                                                    model_id, getattr(exc, "error_code", "") or exc)
+                model_id = None
+        refs = {name: DataRef.model_validate(ref) for name, ref in links.datasets.items()}
+        datasets = _dataset_inputs(refs, context=links.context, extra_tags=links.input_tags) if refs else []
+        inputs = getattr(run, "inputs", None)
+        have_data = {(d.dataset.name, d.dataset.digest) for d in getattr(inputs, "dataset_inputs", None) or []}
+        have_models = {m.model_id for m in getattr(inputs, "model_inputs", None) or []}
+        new_data = [d for d in datasets if (d.dataset.name, d.dataset.digest) not in have_data]
+        new_models = [LoggedModelInput(model_id)] if model_id and model_id not in have_models else []
+        if new_data or new_models:
+            self.client.log_inputs(run.info.run_id, datasets=new_data or None, models=new_models or None)
+        one = {"dataset_name": datasets[0].dataset.name, "dataset_digest": datasets[0].dataset.digest} if len(datasets) == 1 else {}
+        return model_id, one
 
     def find_runs(self, *, experiment: str, params: Mapping[str, str]) -> list[RunInfo]:
         experiment_id = self._experiment(experiment, create=False)

@@ -155,7 +155,13 @@ def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     return {k: v[:_MAX_TAG_VALUE] for k, v in tags.items()}
 
 
-def _dataset_inputs(data: Mapping[str, DataRef]) -> list[Any]:
+def _dataset_inputs(data: Mapping[str, DataRef], *, context: str | None = None,
+                    extra_tags: Mapping[str, str] | None = None) -> list[Any]:
+    """One MLflow ``DatasetInput`` per data ref (its snapshot id as digest); the context is the input's name unless given.
+
+    The training run logs them (context: the input's name); an audit run logs the same datasets it verified
+    (context ``audit``, ``auditor.registry.mlflow``).
+    """
     from mlflow.data.dataset_source import DatasetSource
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.entities import DatasetInput, InputTag
@@ -192,7 +198,8 @@ def _dataset_inputs(data: Mapping[str, DataRef]) -> list[Any]:
     for name, ref in data.items():
         identity = ref.version or ref.content_hash or "unversioned"
         dataset = MetaDataset(SnapshotSource(ref.uri, ref.version, ref.kind), name=name, digest=identity[:_DATASET_DIGEST])
-        tags = [InputTag(MLFLOW_DATASET_CONTEXT, name), InputTag(TAG_DATASET_VERSION, identity)]
+        tags = [InputTag(MLFLOW_DATASET_CONTEXT, context or name), InputTag(TAG_DATASET_VERSION, identity),
+                *(InputTag(k, v) for k, v in (extra_tags or {}).items())]
         inputs.append(DatasetInput(dataset=dataset._to_mlflow_entity(), tags=tags))
     return inputs
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.judge.result import AuditResult, Verdict
-from auditor.settings import LEDGER_ANCHOR, REPORTS
-from auditor.steps.anchoring import anchor_params, second_anchor_store
+from auditor.settings import REPORTS
+from auditor.steps.anchoring import add_second_anchors, anchor_params
 from auditor.steps.common import Progress, now
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
 
@@ -181,15 +181,31 @@ def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any
             metrics[f"rebuilt.{m.name}"] = float(values[0])
     return session.registry.log_run(
         experiment=session.settings.audit_experiment, identity=publication.stem, name=f"audit {info.name} v{info.version} {result.audit_id}",
-        params=params, tags=run_tags, metrics=metrics, artifacts=publication.files or {},
+        params=params, tags=run_tags, metrics=metrics, artifacts=publication.files or {}, links=audit_links(info, result, metrics),
     )
+
+
+def audit_links(info: Any, result: AuditResult, metrics: dict[str, float]) -> Any:
+    """What the audit run is about, as MLflow 3 links runs: the audited LoggedModel (its page then lists the audit's
+    rebuilt metrics) and the datasets the record names, as inputs of context ``audit`` tagged with the lineage tier's
+    status (the tier that checks each snapshot still holds its registered bytes)."""
+    from auditor import tags as t
+    from auditor.registry.base import RunLinks
+
+    data = (result.record or {}).get("data") or {}
+    datasets = {name: ref for name, ref in data.items() if isinstance(ref, dict) and ref.get("uri")}
+    lineage = result.tiers.get("lineage")
+    return RunLinks(model_id=getattr(info, "logged_model_id", None), datasets=datasets,
+                    input_tags={f"{t.TAG_RUN_TIER_PREFIX}lineage": lineage.status} if lineage else {},
+                    model_metrics=tuple(k for k in metrics if k.startswith("rebuilt.")))
 
 
 def ledger_anchors(session: Any, location: str) -> list[Any]:
     """The ledger heads anchored for the ledger at ``location`` (``evidence verify`` compares them): MLflow runs of the
     audits experiment naming this location or this ledger's id, and the second anchor store's objects when one is
-    configured. A source configured but holding nothing for this ledger still appears (with no anchors)."""
-    from auditor.report.anchors import ledger_id, read_anchors
+    configured (by default a folder under REPRO_HOME). A source configured but holding nothing for this ledger still
+    appears (with no anchors)."""
+    from auditor.report.anchors import ledger_id
     from auditor.report.verify import Anchor, Anchors
     from auditor.storage import open_store
     from auditor.tags import (
@@ -214,13 +230,7 @@ def ledger_anchors(session: Any, location: str) -> list[Any]:
             state = " (deleted)" if run.deleted else ""
             anchors.append(Anchor(seq=int(seq), head=head, where=f"MLflow run {run.run_id}{state} of {experiment!r}",
                                   entry_version=run.params.get(PARAM_LEDGER_ENTRY_VERSION), source=mlflow_source))
-    second = second_anchor_store(session)
-    if second is not None:
-        source = f"the second anchor {second.uri} ({LEDGER_ANCHOR.name})"
-        anchors.sources.append(source)
-        for seq, head, version, key in read_anchors(second, location=uri, lid=lid):
-            anchors.append(Anchor(seq=seq, head=head, where=f"the second anchor {second.uri}/{key}", entry_version=version,
-                                  source=source))
+    add_second_anchors(session, anchors, location=uri, lid=lid)
     return anchors
 
 

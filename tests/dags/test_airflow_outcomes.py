@@ -185,6 +185,7 @@ def test_the_grid_mail_and_lineage_tell_a_not_reproducible_audit_from_a_retried_
         "PROBE_REGISTRY": REGISTRY,
         "REPRO_HOME": str(tmp_path / "home"),
         "REPRO_REPORTS": str(reports),
+        "REPRO_REPORTS_URL": "https://reports.example.org/audits/",  # where the reports folder is served
         # the registry comes from the Airflow Connection, not from MLFLOW_TRACKING_URI (unset by conftest)
         "AIRFLOW_CONN_REPRO_MLFLOW": json.dumps({"conn_type": "generic", "extra": {"tracking_uri": REGISTRY}}),
         "REPRO_NOTIFY_EMAIL": "model-risk@repro.test",
@@ -225,11 +226,13 @@ def test_the_grid_mail_and_lineage_tell_a_not_reproducible_audit_from_a_retried_
     for ref in (lost, flaky):
         report = Path(audits[ref]["row"]["report"])
         assert report.is_file()
-        assert audits[ref]["report_link"] == report.resolve().as_uri()  # the task's "Audit report" link
-        assert verdicts[ref]["report_link"] == report.resolve().as_uri()  # the red instance opens the report too
-    # every published report is an asset event, the not-reproducible one's too
+        web = f"https://reports.example.org/audits/{report.name}"  # opened through REPRO_REPORTS_URL
+        assert audits[ref]["report_link"] == web  # the task's "Audit report" link
+        assert verdicts[ref]["report_link"] == web  # the red instance opens the report too
+    # every published report is an asset event (its stored location, its web address), the not-reproducible one's too
     for ref in (lost, flaky):
-        assert [e for e in out["events"] if e["extra"].get("model") == ref and e["uri"].endswith(".html")], out["events"]
+        events = [e for e in out["events"] if e["extra"].get("model") == ref and e["uri"].endswith(".html")]
+        assert events and all(e["extra"]["url"].startswith("https://reports.example.org/audits/") for e in events), out["events"]
 
     # One mail, through the SMTP Connection, naming the version and its verdict.
     assert len(mails) == 1, [m["Subject"] for m in mails]

@@ -9,6 +9,7 @@ Every ``repro.*`` tag must come back the same (the audit's wall-clock time aside
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,9 @@ DATE = "2026-07-04"  # this module's own logical date
 
 NIGHTLY_ONCE = r"""
 import json, os
+# Airflow's console output (the task logs dag.test() prints) into a file of our own, read back below
+task_log = open(os.environ["PROBE_LOG"], "w")
+os.dup2(task_log.fileno(), 1)
 import pendulum
 from airflow.dag_processing.dagbag import DagBag
 
@@ -32,7 +36,10 @@ if bag.import_errors:
     raise SystemExit(f"DAG import errors: {bag.import_errors}")
 run = bag.get_dag("repro_nightly_audit").test(logical_date=pendulum.parse(os.environ["PROBE_DATE"]),
                                              run_conf={"models": os.environ["PROBE_MODELS"]})
-json.dump({"state": str(run.state), "tasks": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()}}, open(os.environ["PROBE_OUT"], "w"))
+task_log.flush()
+trainer = [line for line in open(os.environ["PROBE_LOG"]) if "[repro.trainer]" in line]
+json.dump({"state": str(run.state), "tasks": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()},
+           "trainer": trainer}, open(os.environ["PROBE_OUT"], "w"))
 """
 
 
@@ -61,7 +68,7 @@ def test_the_cli_audit_and_the_nightly_dag_leave_the_same_tags(seeded_registry, 
     env = {**os.environ, **seeded.env}
     _forget_audit(seeded, ref, reports)  # both start from the same state, whatever earlier tests audited
     cli = subprocess.run([sys.executable, "-m", "auditor", "audit", ref, "--date", DATE, "--json"], capture_output=True, text=True, env=env)
-    assert cli.returncode == 0, cli.stderr[-3000:]
+    assert cli.returncode == 0, (cli.stdout[-6000:], cli.stderr[-3000:])  # the JSON names the failing findings
     by_cli = _audit_tags(seeded, ref)
     assert by_cli["repro.audit.verdict"] == "REPRODUCED_BITWISE" and by_cli["repro.audit.date"] == DATE
 
@@ -71,8 +78,11 @@ def test_the_cli_audit_and_the_nightly_dag_leave_the_same_tags(seeded_registry, 
     # same stem to a fresh ledger is a changed anchor (a finding). The DAG anchors in an experiment of its own.
     night = run_in_airflow(NIGHTLY_ONCE, {**airflow_db, **seeded.env, "REPRO_NIGHTLY_MAX_MODELS": "1", "PROBE_DATE": DATE,
                                     "REPRO_AUDIT_EXPERIMENT": "repro-audit-parity-dag",
-                                    "PROBE_MODELS": ref.removeprefix("models:/")}, cwd=tmp_path)
+                                    "PROBE_MODELS": ref.removeprefix("models:/"), "PROBE_LOG": str(tmp_path / "task.log"),
+                                    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO"}, cwd=tmp_path)  # Airflow's default level
     assert night["state"].endswith("success"), night["tasks"]
+    # the rebuild's trainer output is in the audit task's log, line by line, as the reference trainer printed it
+    assert any(re.search(r"epoch \d+: train loss", line) for line in night["trainer"]), night["trainer"][-20:]
     by_dag = _audit_tags(seeded, ref)
 
     for differs in ("repro.audit.at", "repro.audit.run"):  # when it ran, and the MLflow run that anchors it, by design

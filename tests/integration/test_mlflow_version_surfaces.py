@@ -15,7 +15,7 @@ from auditor.registry.mlflow import MlflowRegistry
 from auditor.settings import Settings
 from auditor.steps.publish import _publish
 from auditor.storage import open_store
-from auditor.tags import TAG_AUDIT_TIER_PREFIX, TAG_REPORT, TAG_REPORT_URL, TAG_VERDICT
+from auditor.tags import TAG_AUDIT_TIER_PREFIX, TAG_LOGGED_MODEL, TAG_REPORT, TAG_REPORT_URL, TAG_VERDICT
 from tests.fixtures.judged import floor, judged_audit, weight_diff
 from tests.fixtures.mlflow import seed_version
 from tests.fixtures.records import complete_record
@@ -25,6 +25,11 @@ from tests.fixtures.records import complete_record
 def published(sqlite_tracking_uri, tmp_path):
     version = seed_version(sqlite_tracking_uri, "credit-scorer", complete_record())
     registry = MlflowRegistry(sqlite_tracking_uri)
+    # the LoggedModel the SDK logs beside the weights and names in the run's repro.logged_model tag
+    run_id = registry.client.get_model_version("credit-scorer", version).run_id
+    experiment_id = registry.client.get_run(run_id).info.experiment_id
+    model_id = registry.client.create_logged_model(experiment_id, name="weights", source_run_id=run_id).model_id
+    registry.client.set_tag(run_id, TAG_LOGGED_MODEL, model_id)
     settings = Settings(tracking_uri=sqlite_tracking_uri, reports=str(tmp_path / "reports"),
                         reports_url="https://reports.example.org/audits/")
     session = SimpleNamespace(registry=registry, settings=settings, store=open_store(settings.reports), signer=None)
@@ -53,6 +58,28 @@ def test_the_audit_run_carries_the_audits_real_durations_and_the_reports_address
     assert run.data.metrics["audit.rebuild_s"] == pytest.approx(540.2)
     assert run.data.metrics["audit.wall_s"] == pytest.approx(612.5)
     assert run.data.tags[TAG_REPORT_URL].startswith("https://reports.example.org/audits/")
+    # the run's own tags are short too: the evidence (findings, bands, report) is in its artifacts
+    assert all(len(v) <= 250 for k, v in run.data.tags.items() if not k.startswith("mlflow.")), run.data.tags
+
+
+def test_the_audit_run_links_the_audited_logged_model_and_the_verified_dataset(published):
+    registry, info, audit, report = published
+    client = registry.client
+    run = client.get_run(info.tags["repro.audit.run"])
+    model_id = info.run_tags[TAG_LOGGED_MODEL]
+    assert [m.model_id for m in run.inputs.model_inputs] == [model_id]
+    (data,) = run.inputs.dataset_inputs
+    snapshot = audit.record["data"]["train"]["version"]
+    tags = {tag.key: tag.value for tag in data.tags}
+    assert data.dataset.name == "train" and snapshot.startswith(data.dataset.digest)
+    assert tags["mlflow.data.context"] == "audit" and tags["repro.version"] == snapshot
+    assert tags["repro.tier.lineage"] == audit.tiers["lineage"].status
+    # the rebuilt metrics are the model's, measured on that dataset: they show on the LoggedModel's page
+    linked = {m.key: m for m in client.get_logged_model(model_id).metrics}
+    rebuilt = {k for k in run.data.metrics if k.startswith("rebuilt.")}
+    assert rebuilt and rebuilt <= set(linked), (rebuilt, linked)
+    assert {(linked[k].dataset_name, linked[k].dataset_digest) for k in rebuilt} == {("train", data.dataset.digest)}
+    assert "audit.wall_s" not in linked  # the audit's own durations stay the run's
 
 
 def test_a_reports_url_that_is_not_a_web_address_is_refused_naming_the_variable():

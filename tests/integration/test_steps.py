@@ -152,6 +152,10 @@ def test_an_audit_is_an_mlflow_run_and_the_version_loads_as_a_pyfunc(seeded_regi
     version = client.get_model_version(info.name, info.version)
     logged = client.get_logged_model(client.get_run(version.run_id).data.tags["repro.logged_model"])
     assert version.source == logged.artifact_location  # registered from the run's LoggedModel (MLmodel + signature)
+    # MLflow 3's links (issue 29): the audit run's inputs are the audited LoggedModel and the snapshots it verified
+    inputs = client.get_run(info.tags[TAG_AUDIT_RUN]).inputs
+    assert [m.model_id for m in inputs.model_inputs] == [logged.model_id]
+    assert {d.dataset.name for d in inputs.dataset_inputs} == set(published.result.record["data"]) != set()
     model = mlflow.pyfunc.load_model(f"models:/{info.name}@champion")
     assert model.metadata.signature is not None
     prediction = model.predict(np.zeros((3, model.metadata.signature.inputs.to_dict()[0]["tensor-spec"]["shape"][1]), dtype=np.float32))
