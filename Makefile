@@ -24,7 +24,7 @@ sysdeps:
 # a whole test file at a time, so a module's fixtures are built once: about 19 min instead of 29 on 2 cores.
 # A plain `pytest` (one file, one test) stays in one process.
 test: venv sysdeps
-	$(PY) -m pytest -q -n 2 --dist loadfile; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=30; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
 
 # The unit tier alone: pure by rule (tests/unit/conftest.py fails a test that starts a subprocess, forks,
 # opens a socket or a database), no system packages needed; under 90 s on 2 cores. Run it many times a session.

@@ -282,11 +282,35 @@ def _log_pyfunc(client: Any, run_id: str, weights: Path, spec: Mapping[str, Any]
     return model.model_id
 
 
+# MLflow itself writes this file into a registered model's folder whenever ``models:/NAME/V`` is downloaded or loaded,
+# and with a local artifact store that folder is the store itself (mlflow.store.artifact.models_artifact_repo).
+REGISTERED_MODEL_META = "registered_model_meta"
+
+
+def _mlflow_own_meta(path: Path) -> bool:
+    """Whether ``path`` is MLflow's registered_model_meta as MLflow writes it: two scalar keys and nothing else.
+
+    Anything more (another key, a nested value, bytes that are not YAML) is a file like any other: compared."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return (isinstance(data, dict) and set(data) == {"model_name", "model_version"}
+            and all(isinstance(v, (str, int)) for v in data.values()))
+
+
 def served_manifest(folder: Path) -> dict[str, str]:
-    """``{relative path: "sha256:<hex>"}`` of every file under ``folder`` (a LoggedModel's MLmodel, code and weights)."""
+    """``{relative path: "sha256:<hex>"}`` of every file under ``folder`` (a LoggedModel's MLmodel, code and weights).
+
+    MLflow's own ``registered_model_meta`` at the top (written by every load through ``models:/``) is left out when it
+    holds only what MLflow writes; otherwise it is listed, so content hidden there is still a change."""
     from auditor.digests import sha256_digest
 
-    return {p.relative_to(folder).as_posix(): sha256_digest(p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()}
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+    return {p.relative_to(folder).as_posix(): sha256_digest(p.read_bytes()) for p in files
+            if not (p.parent == folder and p.name == REGISTERED_MODEL_META and _mlflow_own_meta(p))}
 
 
 def served_manifest_json(folder: Path) -> str:

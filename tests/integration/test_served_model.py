@@ -128,12 +128,28 @@ def _unrecoverable(result) -> str:
 
 
 def test_the_audit_covers_every_file_the_version_serves(served):
+    # loading through models:/ first: MLflow writes its own registered_model_meta into the LoggedModel's folder (with
+    # a local artifact store, into the store itself); that is not a change of what is served
+    assert _predict(served).shape == (2, 4)
+    assert [p for p in served.root.rglob("registered_model_meta")], "MLflow no longer writes registered_model_meta"
     result = _audit(served, "2026-09-10")
     assert result.verdict is Verdict.REPRODUCED_BITWISE, (result.error, result.tiers)
     covered = {k.removeprefix("served.") for k in result.evidence if k.startswith("served.")}
     assert {"MLmodel", "code/served_train.py"} <= covered
     assert any(p.startswith("artifacts/") and p.endswith(".safetensors") for p in covered)
-    assert _predict(served).shape == (2, 4)
+
+
+def test_content_hidden_in_mlflows_registered_model_meta_is_named(served):
+    _predict(served)
+    (meta,) = [p for p in served.root.rglob("registered_model_meta")]
+    honest = meta.read_text()
+    try:
+        meta.write_text(honest + "loader_module: evil\n")
+        result = _audit(served, "2026-09-14")
+        assert result.verdict is Verdict.NOT_REPRODUCIBLE
+        assert "the served file registered_model_meta was added to the LoggedModel after training" in _unrecoverable(result)
+    finally:
+        meta.write_text(honest)
 
 
 def test_replacing_the_served_weights_is_not_reproducible_naming_the_file(served):
