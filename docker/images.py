@@ -121,6 +121,10 @@ def _load(client, tarball: Path, tag: str):
 
 
 def _save(image, tarball: Path) -> None:
+    """``docker save`` into the cache folder, unless ``REPRO_IMAGE_CACHE_SAVE=0`` (CI: a machine whose cache
+    starts empty and is thrown away, where writing 2 GB only costs time)."""
+    if os.environ.get("REPRO_IMAGE_CACHE_SAVE", "1") == "0":
+        return
     partial = tarball.with_suffix(".partial")
     with open(partial, "wb") as handle:
         for chunk in image.save(named=True):
