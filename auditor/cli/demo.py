@@ -22,7 +22,7 @@ def demo_cmd(
 
     from auditor.demo import MODEL, run_demo, signing_key_path
     from auditor.report.attest import public_key_path
-    from auditor.settings import TRACKING_URI, tracking_uri_under
+    from auditor.settings import HOME, TRACKING_URI, tracking_uri_under
 
     public_key = public_key_path(signing_key_path(root))
     declare_public(public_key, public_key.resolve())  # "its public key: PATH" is our sentence, not a credential
@@ -36,8 +36,9 @@ def demo_cmd(
     out.print(f"\nreports: {index.resolve()}  ({time.monotonic() - started:.0f}s)")
     key = public_key.resolve()
     tracking = tracking_uri_under(root.resolve())
-    out.print(f"check them: repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
+    home = root.resolve() / "home"  # the demo's auditor home (auditor.demo.base_env): its second ledger anchor
+    out.print(f"check them: {HOME.name}={home} repro-audit evidence verify {reports} --public-key {key} --tracking-uri {tracking}",
               markup=False, soft_wrap=True)
-    out.print(f"every other command on the demo's registry: export {TRACKING_URI.name}={tracking} "
+    out.print(f"every other command on the demo's registry: export {TRACKING_URI.name}={tracking} {HOME.name}={home} "
               f"(then e.g. repro-audit report coverage, repro-audit lineage show models:/{MODEL}/1)",
               markup=False, soft_wrap=True)

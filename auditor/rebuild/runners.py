@@ -11,6 +11,7 @@ everything else (seeds, thread pins) arrives ready-made in ``spec.env``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -26,7 +27,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 from auditor import contract
 from auditor.contract import LOG_FILE
 from auditor.digests import SHA256_DIGEST
-from auditor.errors import BadInput, InputUnrecoverable
+from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
 from auditor.settings import IMAGE_DIGEST
 
 if TYPE_CHECKING:
@@ -101,6 +102,10 @@ class RunSpec:
     accelerator: AcceleratorRequest | None = None
     log_path: Path | None = None  # default: output_dir / rebuild.log
     environment: EnvironmentInfo | None = None  # the recorded one: what a reconstructed environment is made from
+    # False: no network at all. The process runner starts the child in a network namespace of its own
+    # (util-linux `unshare`; loopback down too) and refuses to run it where that cannot be made; the Docker
+    # runner always runs with network_mode="none".
+    network: bool = True
 
     @property
     def log_file(self) -> Path:
@@ -166,6 +171,25 @@ def read_log(path: Path) -> str:
     return redacted
 
 
+@functools.cache
+def no_network_prefix() -> tuple[str, ...] | None:
+    """The argv prefix that starts a command with no network (a network namespace of its own), or None where
+    this host cannot make one. Root needs only ``unshare --net``; another user maps itself to root in a user
+    namespace of its own first (``--map-root-user``), where the kernel allows unprivileged user namespaces.
+    Probed once per process by running ``true`` under it: a maintained tool, not hand-written clone() calls."""
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    prefix = (unshare, "--net") if os.geteuid() == 0 else (unshare, "--map-root-user", "--net")
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0  # noqa: S603
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return prefix if ok else None
+
+
 class ProcessRunner:
     """A subprocess with a clean env and a hard timeout, in a reconstructed or the auditor's environment.
 
@@ -220,6 +244,16 @@ class ProcessRunner:
         argv = list(spec.argv)
         if argv[0] in {"python", "python3"}:
             argv[0] = python
+        if not spec.network:
+            prefix = no_network_prefix()
+            if prefix is None:
+                raise InfrastructureError(
+                    f"{' '.join(spec.argv[:2])} must run with no network, and this host cannot start a process in a "
+                    "network namespace of its own (util-linux `unshare`, run as root or with unprivileged user "
+                    "namespaces enabled)",
+                    hint="install util-linux (Debian: util-linux) or enable user namespaces, or set REPRO_RUNNER=docker")
+            argv = [*prefix, *argv]
+            notes = [*notes, "no network: a network namespace of its own (unshare --net)"]
         spec.output_dir.mkdir(parents=True, exist_ok=True)
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
         env = self.environment(spec, python)

@@ -375,7 +375,8 @@ def _run_in_sandbox(session: Any, reader: Any, info: Any, the_plan: Any, work: A
     env = {**SANDBOX_ENV, "MLFLOW_TRACKING_URI": f"sqlite:///{store / 'mlflow.db'}"}
     timeout = float(session.settings.rebuild_timeout_s)
     progress(f"running {entry} at {the_plan.commit[:12]} in the {runner.name} runner")
-    ran = runner.run(RunSpec(argv=["python", entry], cwd=code, output_dir=work / "output", env=env, timeout_s=timeout))
+    ran = runner.run(RunSpec(argv=["python", entry], cwd=code, output_dir=work / "output", env=env, timeout_s=timeout,
+                             network=False))
     if not ran.ok:
         crash = RecipeCrashed(f"entry point {entry} at commit {the_plan.commit} "
                               f"{'timed out' if ran.timed_out else f'exited {ran.exit_code}'} in the rebuild",
@@ -392,7 +393,7 @@ def _run_in_sandbox(session: Any, reader: Any, info: Any, the_plan: Any, work: A
     (work / "compare.json").write_text(json.dumps(spec), encoding="utf-8")
     progress(f"loading both models with mlflow.{the_plan.flavour} in the sandbox")
     compared = runner.run(RunSpec(argv=["python", COMPARE_SCRIPT, str(work / "compare.json"), str(work / "compared.json")],
-                                  cwd=work, output_dir=work / "compare-output", env=env, timeout_s=timeout))
+                                  cwd=work, output_dir=work / "compare-output", env=env, timeout_s=timeout, network=False))
     answer = work / "compared.json"
     if not answer.is_file():
         raise RecipeCrashed(f"the sandbox's comparison wrote no answer (exit {compared.exit_code})",

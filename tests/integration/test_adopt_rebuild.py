@@ -12,10 +12,11 @@ Acceptance 3: a malicious pickle registered as a plain-MLflow model (its ``__red
 the pid of the process that unpickles it) is never loaded by the auditor's process: assessing it and publishing
 the assessment leave no marker, and after the rebuild the marker holds another process's pid (the sandbox's).
 What the subprocess runner isolates, honestly: a separate process (its own process group, killed on timeout) with
-a clean environment (an allowlist: none of the auditor's credentials, tracking URIs or tokens reach it) and its own
-MLflow store; it does NOT isolate the filesystem or the network: it runs as the same user and could write
-anywhere that user can, as the marker shows. The Docker runner adds no network and a read-only root, but needs
-an image pinned by digest, which this plain-MLflow version does not name; this test runs the subprocess runner.
+a clean environment (an allowlist: none of the auditor's credentials, tracking URIs or tokens reach it), its own
+MLflow store and no network (a network namespace of its own: the payload cannot reach a loopback port the test
+listens on, which the test itself reaches); it does NOT isolate the filesystem: it runs as the same user and could
+write anywhere that user can, as the marker shows. The Docker runner adds a read-only root, but needs an image
+pinned by digest, which this plain-MLflow version does not name; this test runs the subprocess runner.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import os
 import pickle
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -58,13 +60,16 @@ print(mlflow.register_model(f"runs:/{{run.info.run_id}}/model", "pinned").versio
 
 
 class _Planted:
-    """Unpickling this writes ``marker`` holding the pid of the process that unpickled it."""
+    """Unpickling this writes ``marker``: the pid of the process that unpickled it, and whether that process could
+    reach ``port`` on loopback, where the test listens (0: connected; an errno: no network)."""
 
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
+    def __init__(self, marker: str, port: int) -> None:
+        self.marker, self.port = marker, port
 
     def __reduce__(self):
-        return (eval, (f"__import__('pathlib').Path({self.marker!r}).write_text(str(__import__('os').getpid()))",))
+        reach = f"__import__('socket').socket().connect_ex(('127.0.0.1', {self.port}))"
+        return (eval, (f"__import__('pathlib').Path({self.marker!r}).write_text("
+                       f"str(__import__('os').getpid()) + ' ' + str({reach}))",))
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +113,10 @@ def world(tmp_path_factory, _mlflow_sqlite_template):
     evil = root / "evil-model"
     shutil.copytree(real, evil)
     assert (evil / "model.pkl").is_file() and (evil / "requirements.txt").is_file()
-    (evil / "model.pkl").write_bytes(pickle.dumps(_Planted(str(marker))))
+    listener = socket.socket()  # what the payload tries to reach: a connection would succeed from the auditor
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    (evil / "model.pkl").write_bytes(pickle.dumps(_Planted(str(marker), listener.getsockname()[1])))
     # its run: the trained run's pinned lineage, but entry point noop.py (the rebuild need not train again to reach
     # the sandbox's comparison, which loads the registered model first)
     from mlflow.entities import Param
@@ -137,6 +145,8 @@ def world(tmp_path_factory, _mlflow_sqlite_template):
         write_deltalake(table, frame.iloc[:10], mode="overwrite")  # version 2; vacuum drops version 1's files
         DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
         out["vacuumed"] = session.adopt_rebuild("models:/pinned/1", date="2026-12-03", publish=False)
+        out["reachable_from_here"] = socket.socket().connect_ex(listener.getsockname())
+        listener.close()
         yield out
 
 
@@ -200,8 +210,10 @@ def test_a_planted_pickle_is_only_ever_loaded_in_the_sandbox_subprocess(world):
     assert not result.verdict.reproduced, result.verdict
     assert result.verdict.value == "NOT_REPRODUCIBLE", result.tiers["lineage"].details
     assert world["marker"].exists(), (result.error, result.log_tail[-2000:])
-    loader_pid = int(world["marker"].read_text())
+    loader_pid, reached = map(int, world["marker"].read_text().split())
     assert loader_pid != os.getpid()  # the sandbox's comparison subprocess loaded it, not the auditor
+    assert world["reachable_from_here"] == 0  # the listener took connections from outside the sandbox...
+    assert reached != 0, "the sandbox reached a loopback port: it had a network"  # ...and none from inside it
 
 
 def test_the_cli_refuses_rebuild_with_a_supplied_record_or_assess_only():

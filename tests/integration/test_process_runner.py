@@ -157,3 +157,46 @@ def test_a_missing_project_directory_fails_naming_it(tmp_path):
     spec = RunSpec(argv=["python", "train.py"], cwd=tmp_path / "gone", output_dir=tmp_path / "out")
     with pytest.raises(InputUnrecoverable, match="gone"):
         ProcessRunner().run(spec)
+
+
+REACH = """
+import socket, sys
+print(socket.socket().connect_ex(("127.0.0.1", int(sys.argv[1]))))
+"""
+
+
+def test_a_spec_without_network_cannot_reach_a_loopback_port_the_same_spec_with_network_reaches(tmp_path):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = str(listener.getsockname()[1])
+    try:
+        answers = {}
+        for network in (True, False):
+            (tmp_path / str(network)).mkdir()
+            spec = _spec(tmp_path / str(network), REACH)
+            spec = RunSpec(argv=[*spec.argv, port], cwd=spec.cwd, output_dir=spec.output_dir, network=network)
+            outcome = ProcessRunner().run(spec)
+            assert outcome.exit_code == 0, outcome.log
+            answers[network] = int(outcome.log.strip().splitlines()[-1])
+    finally:
+        listener.close()
+    assert answers[True] == 0 and answers[False] != 0, answers
+    assert "no network" in (tmp_path / "False" / "out" / "rebuild.log").read_text()
+
+
+def test_no_network_is_refused_where_the_host_cannot_make_a_network_namespace(tmp_path, monkeypatch):
+    """A host without util-linux's unshare, made real by a PATH that lacks it (not a mock of the probe)."""
+    from auditor.errors import InfrastructureError
+    from auditor.rebuild import runners
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    runners.no_network_prefix.cache_clear()
+    try:
+        with pytest.raises(InfrastructureError, match="no network.*unshare"):
+            ProcessRunner().run(_spec(tmp_path, "print('never')", network=False))
+        assert not (tmp_path / "out" / "rebuild.log").exists() or "never" not in (tmp_path / "out" / "rebuild.log").read_text()
+    finally:
+        runners.no_network_prefix.cache_clear()
