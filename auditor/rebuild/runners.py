@@ -28,7 +28,7 @@ from auditor import contract
 from auditor.contract import LOG_FILE
 from auditor.digests import SHA256_DIGEST
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable
-from auditor.settings import IMAGE_DIGEST
+from auditor.settings import IMAGE_DIGEST, RUNNER
 
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
@@ -251,7 +251,7 @@ class ProcessRunner:
                     f"{' '.join(spec.argv[:2])} must run with no network, and this host cannot start a process in a "
                     "network namespace of its own (util-linux `unshare`, run as root or with unprivileged user "
                     "namespaces enabled)",
-                    hint="install util-linux (Debian: util-linux) or enable user namespaces, or set REPRO_RUNNER=docker")
+                    hint=f"install util-linux (Debian: util-linux) or enable user namespaces, or set {RUNNER.name}=docker")
             argv = [*prefix, *argv]
             notes = [*notes, "no network: a network namespace of its own (unshare --net)"]
         spec.output_dir.mkdir(parents=True, exist_ok=True)
