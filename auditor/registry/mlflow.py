@@ -358,7 +358,7 @@ class MlflowRegistry(Registry):
         from mlflow.exceptions import MlflowException
 
         from auditor.lineage.record import DataRef
-        from auditor.registry.tracking import _dataset_inputs
+        from auditor.registry.datasets import dataset_inputs
 
         model_id = links.model_id
         if model_id:
@@ -369,7 +369,7 @@ class MlflowRegistry(Registry):
                                                     model_id, getattr(exc, "error_code", "") or exc)
                 model_id = None
         refs = {name: DataRef.model_validate(ref) for name, ref in links.datasets.items()}
-        datasets = _dataset_inputs(refs, context=links.context, extra_tags=links.input_tags) if refs else []
+        datasets = dataset_inputs(refs, context=links.context, extra_tags=links.input_tags) if refs else []
         inputs = getattr(run, "inputs", None)
         have_data = {(d.dataset.name, d.dataset.digest) for d in getattr(inputs, "dataset_inputs", None) or []}
         have_models = {m.model_id for m in getattr(inputs, "model_inputs", None) or []}

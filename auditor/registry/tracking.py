@@ -16,18 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import BadInput
-from auditor.lineage.record import DataRef, RunRecord
+from auditor.lineage.record import RunRecord
 from auditor.registry.base import mlflow_safe_names
+from auditor.registry.datasets import dataset_inputs
 from auditor.registry.layout import flatten_params, run_layout, safe_key, training_params, write_layout  # noqa: F401 (flatten_params: re-exported)
 from auditor.registry.mlflow import mlflow_errors, quiet_progress_bars
 from auditor.registry.open import registry_scheme
 from auditor.tags import (
-    MLFLOW_DATASET_CONTEXT,
     MLFLOW_GIT_COMMIT,
     MLFLOW_GIT_REPO_URL,
     PARAM_SERVED_MANIFEST,
     TAG_DATA_PREFIX,
-    TAG_DATASET_VERSION,
     TAG_DIRTY,
     TAG_IMAGE_DIGEST,
     TAG_LOGGED_MODEL,
@@ -44,7 +43,6 @@ from auditor.uris import run_artifact_uri
 # value 6,000 characters, a run tag 8,000 (key characters: layout.safe_key).
 _PARAM_BATCH = 100
 _MAX_TAG_VALUE = 8000
-_DATASET_DIGEST = 36  # MLflow's column width for a dataset digest
 
 
 @dataclass
@@ -155,55 +153,6 @@ def run_tags(record: RunRecord, train_seconds: float | None) -> dict[str, str]:
     return {k: v[:_MAX_TAG_VALUE] for k, v in tags.items()}
 
 
-def _dataset_inputs(data: Mapping[str, DataRef], *, context: str | None = None,
-                    extra_tags: Mapping[str, str] | None = None) -> list[Any]:
-    """One MLflow ``DatasetInput`` per data ref (its snapshot id as digest); the context is the input's name unless given.
-
-    The training run logs them (context: the input's name); an audit run logs the same datasets it verified
-    (context ``audit``, ``auditor.registry.mlflow``).
-    """
-    from mlflow.data.dataset_source import DatasetSource
-    from mlflow.data.meta_dataset import MetaDataset
-    from mlflow.entities import DatasetInput, InputTag
-
-    class SnapshotSource(DatasetSource):
-        """Where a recorded data ref lives: its URI and immutable version, nothing to load from MLflow."""
-
-        def __init__(self, uri: str, version: str | None, kind: str) -> None:
-            self.uri, self.version, self.kind = uri, version, kind
-
-        @staticmethod
-        def _get_source_type() -> str:
-            return "repro_snapshot"
-
-        def load(self) -> Any:
-            raise NotImplementedError("materialise the snapshot with repro-audit snapshot materialize")
-
-        @staticmethod
-        def _can_resolve(raw_source: Any) -> bool:
-            return False
-
-        @classmethod
-        def _resolve(cls, raw_source: Any) -> DatasetSource:
-            raise NotImplementedError
-
-        def to_dict(self) -> dict[str, Any]:
-            return {"uri": self.uri, "version": self.version, "kind": self.kind}
-
-        @classmethod
-        def from_dict(cls, source_dict: dict[Any, Any]) -> DatasetSource:
-            return cls(source_dict["uri"], source_dict.get("version"), source_dict.get("kind", "snapshot"))
-
-    inputs = []
-    for name, ref in data.items():
-        identity = ref.version or ref.content_hash or "unversioned"
-        dataset = MetaDataset(SnapshotSource(ref.uri, ref.version, ref.kind), name=name, digest=identity[:_DATASET_DIGEST])
-        tags = [InputTag(MLFLOW_DATASET_CONTEXT, context or name), InputTag(TAG_DATASET_VERSION, identity),
-                *(InputTag(k, v) for k, v in (extra_tags or {}).items())]
-        inputs.append(DatasetInput(dataset=dataset._to_mlflow_entity(), tags=tags))
-    return inputs
-
-
 def finish(
     session: Session,
     record: RunRecord,
@@ -237,7 +186,7 @@ def finish(
         for start_at in range(0, len(fresh), _PARAM_BATCH):
             client.log_batch(run_id, params=fresh[start_at : start_at + _PARAM_BATCH])
         if record.data:
-            client.log_inputs(run_id, datasets=_dataset_inputs(record.data))
+            client.log_inputs(run_id, datasets=dataset_inputs(record.data))
         with tempfile.TemporaryDirectory(prefix="repro-record-") as tmp:
             # one folder in the run's layout (record, diff, weights), logged in one call
             write_layout(Path(tmp), run_layout(record, diff), weights_file=weights)

@@ -118,7 +118,9 @@ def test_a_chain_whose_early_steps_were_trained_on_other_data_is_never_reproduce
     assert not result.verdict.reproduced, (result.verdict, result.tiers)
     first = next(c for c in replay.checks if c.index == 0)
     assert first.status == "fail" and not first.identical  # replayed from the seed on the recorded data: another state
-    assert "segment replay diverged: steps 0–10" in result.tiers["bitwise"].details
+    # the first segment is named first; the drawn interior segment may diverge too (then it follows it)
+    assert any(d.startswith("segment replay diverged: steps 0–10") for d in result.tiers["bitwise"].details), \
+        result.tiers["bitwise"].details
 
 
 def test_a_chain_edited_through_mlflow_is_named_as_edited_and_nothing_is_replayed(early, tmp_path):
