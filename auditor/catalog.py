@@ -33,14 +33,6 @@ _AIRFLOW_SCHEDULES = {"@once", "@continuous"}
 #: where ``setting()`` keeps a declaration in the dataclass field's metadata
 _DECLARED = "setting"
 
-
-#: the types a setting can have, as the docs name them
-TYPES = ("str", "path", "int", "float", "bool", "choice", "pairs", "cron", "list")
-#: schedules Airflow accepts that are not cron expressions
-_AIRFLOW_SCHEDULES = {"@once", "@continuous"}
-#: where ``setting()`` keeps a declaration in the dataclass field's metadata
-_DECLARED = "setting"
-
 # -- the types beyond pydantic's own --------------------------------------------------------
 
 
@@ -88,6 +80,15 @@ def _pairs(value: Any) -> Any:
     return tuple(pairs.items())
 
 
+def _directions(value: Any) -> Any:
+    """``metric=higher|lower|none[,...]``: which way is better for metrics whose name does not say."""
+    pairs = _pairs(value)
+    for key, text in pairs:
+        if text.strip().lower() not in ("higher", "lower", "none"):
+            raise ValueError(f"{key}={text}: a direction is higher, lower or none")
+    return tuple((key.strip(), text.strip().lower()) for key, text in pairs)
+
+
 def _names(value: Any) -> Any:
     """Comma-separated names, stripped and lower-cased, each kept once, in order."""
     if not isinstance(value, str):
@@ -104,6 +105,9 @@ Cron = Annotated[
 ]
 #: ``key=value[,key=value]``
 Pairs = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_pairs), _Format("pairs", "key=value[,key=value]")]
+#: ``metric=higher|lower|none[,...]``
+Directions = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_directions),
+                       _Format("pairs", "metric=higher|lower|none[,metric=...]")]
 #: a comma-separated list of names, compared stripped and lower-cased
 Names = Annotated[tuple[str, ...], BeforeValidator(_names), _Format("list", "a comma-separated list")]
 #: a choice is a ``Literal`` of its values, annotated with this: compared stripped and lower-cased

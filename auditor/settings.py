@@ -34,6 +34,7 @@ from typing import Annotated, Literal
 from auditor.catalog import (  # noqa: F401 - the declaration types are part of the catalog
     TYPES,
     Cron,
+    Directions,
     Flag,
     Lowered,
     Names,
@@ -172,6 +173,11 @@ class Settings:
         "REPRO_DEPLOYED_ARTIFACTS", (),
         "deployed copies to hold to the audited artifact: NAME@ALIAS=URI[|URI...] (s3://bucket/key, file://... or a "
         "path of the model file a server loads), comma list; checked on the coverage page (production equals documented)",
+    )
+    metric_directions: Directions = setting(
+        "REPRO_METRIC_DIRECTIONS", (),
+        "which way is better for a metric: METRIC=higher|lower|none, comma list; overrides what its name says "
+        "(auditor.judge.calibrate.METRIC_KINDS) for calibration's bands, the seed-lottery check and compare",
     )
     retention_years: int = setting(
         "REPRO_RETENTION_YEARS", 10,
@@ -319,6 +325,7 @@ INSTANCE_TYPE = _TOP["instance_type"]
 REBUILD_BACKEND = _TOP["rebuild_backend"]
 PRODUCTION_ALIASES = _TOP["production_aliases"]
 DEPLOYED_ARTIFACTS = _TOP["deployed_artifacts"]
+METRIC_DIRECTIONS = _TOP["metric_directions"]
 RETENTION_YEARS = _TOP["retention_years"]
 NOTIFY_EMAIL = _TOP["notify_email"]
 SMTP_CONN_ID = _TOP["smtp_conn_id"]

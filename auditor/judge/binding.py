@@ -35,7 +35,8 @@ def expected_bands(calibration: Calibration, registered: Mapping[str, Any]) -> d
         run_id: {k: v for k, v in run.metrics.items() if k not in zero}
         for run_id, run in zip(rerun_ids(calibration), calibration.seed_varied, strict=True)
     }
-    return bands_from_reruns(reruns, registered=registered, calibrated_at=calibration.calibrated_at)
+    return bands_from_reruns(reruns, directions=calibration.directions, registered=registered,
+                             calibrated_at=calibration.calibrated_at)
 
 
 def _same(a: Band, b: Band) -> str | None:

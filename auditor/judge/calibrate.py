@@ -15,6 +15,7 @@ Pure: no I/O, no scipy (see :func:`t_quantile`).
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
@@ -29,19 +30,63 @@ RESOLUTION_ULPS = 4
 INF = math.inf
 
 #: What a metric's name says about it: which way is better and which values it can take. One table,
-#: read top to bottom, first row whose word occurs in the lower-cased name wins (so ``error_rate`` is
-#: a rate before it is an error). A band is clipped to its metric's domain; a name no row matches has
-#: direction ``none`` and an unbounded domain.
+#: read top to bottom: the first row one of whose words is a whole token of the name wins (tokens are the
+#: name split at ``_ . - / @ :``, spaces, digits-to-letters and camelCase; ``val_rocauc``, ``valLoss`` and
+#: ``top1_acc`` end in a word of the table, which counts too). Lower-is-better rates come first, so
+#: ``false_positive_rate`` and ``misclassification_rate`` are rates to lower before ``rate`` could say
+#: anything. A leading ``neg`` (scikit-learn's ``neg_log_loss``) flips the row. Durations are not here:
+#: :func:`is_duration` names them, and they are never a model's performance. A name no
+#: row matches has direction ``none`` and an unbounded domain; ``REPRO_METRIC_DIRECTIONS`` declares it.
 METRIC_KINDS: tuple[tuple[tuple[str, ...], Direction, tuple[float, float]], ...] = (
-    # words in the name                                                     better    domain
-    (("error_rate", "err_rate", "miss_rate", "fpr", "fnr"),                  "lower",  (0.0, 1.0)),
-    (("auc", "accuracy", "acc", "precision", "recall", "f1", "iou", "ndcg",
-      "map", "hit_rate", "rate", "tpr", "tnr", "specificity", "sensitivity"), "higher", (0.0, 1.0)),
-    (("r2",),                                                               "higher", (-INF, 1.0)),
-    (("bleu", "rouge", "score"),                                            "higher", (-INF, INF)),
-    (("loss", "error", "mse", "mae", "rmse", "smooth_l1", "huber", "l1", "l2", "nll",
-      "perplexity", "ppl", "brier", "wer", "cer", "time", "latency", "seconds"), "lower", (0.0, INF)),
+    # words (whole tokens, or a phrase of consecutive tokens)                better    domain
+    (("error rate", "err rate", "miss rate", "false positive rate", "false negative rate", "false alarm rate",
+      "false discovery rate", "misclassification rate", "misclassification", "fpr", "fnr", "fdr", "far", "frr",
+      "ece", "zero one loss"),                                               "lower",  (0.0, 1.0)),
+    (("loss", "error", "err", "mse", "mae", "rmse", "msle", "rmsle", "mape", "smape", "wape", "mad", "medae",
+      "smooth l1", "huber", "l1", "l2", "nll", "logloss", "deviance", "perplexity", "ppl", "brier", "wer", "cer",
+      "ter", "distance", "regret"),                                          "lower",  (0.0, INF)),
+    (("auc", "rocauc", "auroc", "auprc", "accuracy", "acc", "precision", "recall", "f1", "fbeta", "iou", "dice",
+      "ndcg", "map", "mrr", "hit rate", "hits", "tpr", "tnr", "specificity", "sensitivity", "ks", "true positive rate",
+      "true negative rate", "balanced accuracy", "coverage"),                "higher", (0.0, 1.0)),
+    (("gini", "mcc", "kappa"),                                               "higher", (-1.0, 1.0)),
+    (("r2", "explained variance", "rsquared"),                              "higher", (-INF, 1.0)),
+    (("bleu", "rouge", "meteor", "score", "likelihood", "reward", "return"),  "higher", (-INF, INF)),
 )
+#: a compound token that ends in one of these words counts as the word (``valloss``, ``rocauc``, ``trainacc``)
+SUFFIX_WORDS = frozenset({"loss", "error", "acc", "accuracy", "auc", "mse", "rmse", "mae", "f1"})
+
+
+def metric_tokens(metric: str) -> list[str]:
+    """The name's lower-case tokens: split at punctuation, spaces and camelCase."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", metric)
+    return [t for t in re.split(r"[^a-z0-9]+", spaced.lower()) if t]
+
+
+#: a metric whose name says it is a duration is never expected to reproduce (it is not a model's property):
+#: matched as whole ``_``/``.``/``-``-separated tokens, so ``auc_out_of_time`` or ``second_stage_auc`` are compared
+TIMING_TOKENS = frozenset({"time", "seconds", "secs", "sec", "s", "ms", "latency", "duration", "elapsed", "throughput",
+                           "speed", "wall", "runtime"})
+
+
+def is_duration(name: str) -> bool:
+    """``train_seconds``, ``epoch_time``, ``latency_ms``, ``samples_per_sec``: yes; ``auc_out_of_time``: no."""
+    tokens = metric_tokens(name)
+    if not tokens:
+        return False
+    if "per" in tokens and tokens[-1] in {"sec", "second", "s"}:
+        return True
+    if "out" in tokens and "of" in tokens:  # out-of-time / out-of-sample validation: a model's property
+        return False
+    return tokens[-1] in TIMING_TOKENS or tokens[0] in {"duration", "elapsed", "latency", "runtime"}
+
+
+def _has(tokens: list[str], word: str) -> bool:
+    parts = word.split()
+    if len(parts) > 1:
+        return any(tokens[i:i + len(parts)] == parts for i in range(len(tokens) - len(parts) + 1))
+    stripped = [t.rstrip("0123456789") or t for t in tokens]  # acc5 -> acc, top1 -> top
+    return word in tokens or word in stripped or (
+        word in SUFFIX_WORDS and any(t.endswith(word) and len(t) > len(word) + 1 for t in tokens))
 
 
 # -- Student t quantile -----------------------------------------------------------------------------------
@@ -149,17 +194,30 @@ def resolution(values: Sequence[float]) -> float:
 
 
 def metric_kind(metric: str) -> tuple[Direction, tuple[float, float]]:
-    """Direction and domain of ``metric`` from :data:`METRIC_KINDS`."""
-    lowered = metric.lower()
-    for words, direction, domain in METRIC_KINDS:
-        if any(word in lowered for word in words):
-            return direction, domain
+    """Direction and domain of ``metric`` from :data:`METRIC_KINDS` (``none``, unbounded, for a duration)."""
+    tokens = metric_tokens(metric)
+    if not tokens or is_duration(metric):
+        return "none", (-INF, INF)
+    flipped = tokens[0] == "neg" and len(tokens) > 1
+    if flipped:
+        tokens = tokens[1:]
+    for words, direction, (low, high) in METRIC_KINDS:
+        if any(_has(tokens, word) for word in words):
+            if flipped:
+                return ("lower" if direction == "higher" else "higher"), (-high, -low)
+            return direction, (low, high)
     return "none", (-INF, INF)
 
 
 def default_direction(metric: str) -> Direction:
     """A guess at which way is better from the metric's name; ``none`` when the name says nothing."""
     return metric_kind(metric)[0]
+
+
+def direction_of(metric: str, declared: Mapping[str, str] | None = None) -> Direction:
+    """Which way is better for ``metric``: as declared (``REPRO_METRIC_DIRECTIONS``), else what its name says."""
+    given = (declared or {}).get(metric)
+    return given if given in get_args(Direction) else default_direction(metric)  # type: ignore[return-value]
 
 
 def _finite_values(
@@ -222,7 +280,9 @@ def band_from_runs(
     )
     spread = _interval(numbers, confidence)
     mean, half = spread["mean"], spread["half_width"]
-    low, high = metric_kind(metric)[1]  # a band never leaves the values its metric can take
+    named, (low, high) = metric_kind(metric)  # a band never leaves the values its metric can take
+    if named != direction:  # declared against what the name says: the name's domain is not known to hold
+        low, high = -INF, INF
     lower, upper = max(mean - half, low), min(mean + half, high)
     level = f"{1.0 - (1.0 - confidence) / 2.0:g}"
     return Band(

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from auditor.contract import THREAD_VARS
-from auditor.judge.result import WeightDiff
+from auditor.judge.result import Direction, WeightDiff
 
 #: a rebuild may be this many times farther from the registered weights than the farthest pair of
 #: same-seed reruns were from each other (see the module docstring)
@@ -193,6 +193,9 @@ class Calibration(_Model):
     cost: dict[str, Any] = Field(default_factory=dict)
     #: the record says deterministic algorithms were on (None: a calibration stored before this was kept)
     deterministic: bool | None = None
+    #: which way is better per metric, as calibration took it (declared, else the name's; {}: stored before this
+    #: was kept, and the name's rule of today applies)
+    directions: dict[str, Direction] = Field(default_factory=dict)
 
     @property
     def weak(self) -> bool:

@@ -89,7 +89,7 @@ def seed_lottery(calibration: Any, registered: Mapping[str, Any], bands: Mapping
     ``calibration`` is a ``judge.floors.Calibration``; each metric's direction comes from its band
     (``auditor.judge.calibrate.default_direction`` of its name when it has none).
     """
-    from auditor.judge.calibrate import default_direction
+    from auditor.judge.calibrate import default_direction, is_duration
 
     if calibration is None or not calibration.seed_varied:
         return None
@@ -98,10 +98,11 @@ def seed_lottery(calibration: Any, registered: Mapping[str, Any], bands: Mapping
     names = sorted({name for run in runs for name in run.metrics} & set(registered))
     entries = []
     for name in names:
-        if name in calibration.zero_spread:
-            continue  # no seed moved it: calibration's own finding says so
+        if name in calibration.zero_spread or is_duration(name):
+            continue  # no seed moved it (calibration's own finding says so), or a duration: not the model's performance
         band = bands.get(name)
-        direction = band.direction if band is not None and band.direction != "none" else default_direction(name)
+        direction = (band.direction if band is not None and band.direction != "none"
+                     else calibration.directions.get(name) or default_direction(name))
         entries.append(place(name, registered[name], [run.metrics.get(name) for run in runs], direction, alpha=alpha))
     return SeedLottery(alpha=alpha, reruns=len(runs), calibrated_at=calibration.calibrated_at, metrics=entries)
 

@@ -60,7 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from auditor.contract import WEIGHTS_FILE
 from auditor.digests import bare
-from auditor.judge.calibrate import resolution
+from auditor.judge.calibrate import is_duration, resolution
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
 from auditor.judge.tolerance import as_number, check_metric
@@ -109,26 +109,6 @@ def _eval_band(name: str, registered: float) -> Band:
 
 #: the words of the artifact-recovery failure when an evaluation of the registered model misses a registered metric
 NOT_REPRODUCIBLE_METRICS = "the registered metrics are not reproducible from the registered model"
-#: a metric whose name says it is a duration is never expected to reproduce (it is not a model's property):
-#: matched as whole ``_``/``.``/``-``-separated tokens, so ``auc_out_of_time`` or ``second_stage_auc`` are compared
-TIMING_TOKENS = frozenset({"time", "seconds", "secs", "sec", "s", "ms", "latency", "duration", "elapsed", "throughput",
-                           "speed", "wall", "runtime"})
-
-
-def is_duration(name: str) -> bool:
-    """``train_seconds``, ``epoch_time``, ``latency_ms``, ``samples_per_sec``: yes; ``auc_out_of_time``: no."""
-    import re
-
-    tokens = [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t]
-    if not tokens:
-        return False
-    if "per" in tokens and tokens[-1] in {"sec", "second", "s"}:
-        return True
-    if "out" in tokens and "of" in tokens:  # out-of-time / out-of-sample validation: a model's property
-        return False
-    return tokens[-1] in TIMING_TOKENS or tokens[0] in {"duration", "elapsed", "latency", "runtime"}
-
-
 def _metrics_problems(source: str, metrics: dict[str, float | str | None], registered: dict[str, float | str | None],
                       notes: list[str], *, whole_run: bool = False) -> list[str]:
     """How ``metrics`` (an evaluation of the registered model) miss the registered ones, one line per metric.

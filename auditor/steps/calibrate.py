@@ -175,7 +175,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
 
     A metric no seed moves gets no band (a finding).
     """
-    from auditor.judge.calibrate import bands_from_reruns
+    from auditor.judge.calibrate import bands_from_reruns, direction_of
     from auditor.judge.floors import Calibration, FloorRun
     from auditor.judge.tolerance import bands_to_json
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
@@ -194,6 +194,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     names = sorted({n for m in metrics.values() for n in m})
     zero = [n for n in names if len({json.dumps(m.get(n)) for m in metrics.values()}) == 1]
     hashes = {model_digest(run) for run in varied}
+    declared = dict(session.settings.metric_directions)
     calibration = Calibration(
         calibrated_at=now(),
         same_seed=floor,
@@ -203,9 +204,11 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
         zero_spread=zero,
         seed_ignored=len(hashes) == 1 and None not in hashes,
         deterministic=bool(record.seeds.deterministic),
+        directions={n: direction_of(n, declared) for n in names},
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}
-    computed = bands_from_reruns(banded, registered=record.outputs.metrics, calibrated_at=calibration.calibrated_at)
+    computed = bands_from_reruns(banded, directions=calibration.directions, registered=record.outputs.metrics,
+                                 calibrated_at=calibration.calibrated_at)
     evidence = log_calibration_run(session, info, calibration)
     bands = Bands({name: band.model_copy(update={"evidence": evidence}) for name, band in computed.items()})
     bands.calibration = calibration

@@ -80,7 +80,8 @@ def compare(session: Any, candidate_ref: str, incumbent_ref: str, *, reruns: int
     if candidate.ref == incumbent.ref:
         raise BadInput(f"{candidate_ref} and {incumbent_ref} are the same version, {candidate.ref}",
                        hint="compare the candidate with the version the production alias points at")
-    directions = {**_directions(session, incumbent), **_directions(session, candidate)}
+    directions = {**_directions(session, incumbent), **_directions(session, candidate),
+                  **dict(session.settings.metric_directions)}  # declared now: wins over what a band stored
     try:
         comparison = compare_reruns(candidate.ref, incumbent.ref, [r.metrics for r in cand_cal.seed_varied],
                                     [r.metrics for r in inc_cal.seed_varied], metrics=metrics, directions=directions,
