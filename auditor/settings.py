@@ -174,6 +174,11 @@ class Settings:
         "deployed copies to hold to the audited artifact: NAME@ALIAS=URI[|URI...] (s3://bucket/key, file://... or a "
         "path of the model file a server loads), comma list; checked on the coverage page (production equals documented)",
     )
+    rerun_workers: int = setting(
+        "REPRO_RERUN_WORKERS", 1,
+        "calibration reruns run at a time on one worker (each its own process or container; the same-seed ones, "
+        "then the seed-varied ones): as many as the worker's devices or cores allow", ge=1, le=64,
+    )
     metric_directions: Directions = setting(
         "REPRO_METRIC_DIRECTIONS", (),
         "which way is better for a metric: METRIC=higher|lower|none, comma list; overrides what its name says "
@@ -325,6 +330,7 @@ INSTANCE_TYPE = _TOP["instance_type"]
 REBUILD_BACKEND = _TOP["rebuild_backend"]
 PRODUCTION_ALIASES = _TOP["production_aliases"]
 DEPLOYED_ARTIFACTS = _TOP["deployed_artifacts"]
+RERUN_WORKERS = _TOP["rerun_workers"]
 METRIC_DIRECTIONS = _TOP["metric_directions"]
 RETENTION_YEARS = _TOP["retention_years"]
 NOTIFY_EMAIL = _TOP["notify_email"]

@@ -5,7 +5,8 @@ the state last seen (an Airflow Variable): ``alias_moved`` (an ``AliasMoveSensor
 succeeds with the moves, or is skipped when nothing moved. For each move, ``compare`` is one call into
 ``Session.compare`` (what ``repro-audit compare`` runs; a version without seed-varied reruns is calibrated
 first, so it runs on the GPU queue), which publishes the comparison and its MLflow ``MetricThreshold``s;
-``gate`` is the comparison as a state: red unless the candidate is an improvement beyond seed noise.
+``gate`` is the comparison as a state: red unless the candidate is an improvement beyond seed noise;
+``remember`` keeps the aliases seen once every move was compared (a crashed comparison is tried again).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from airflow.sdk import dag, task
 
 from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
 from auditor.airflow.notifications import failure_notifiers
-from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, alias_poll_schedule
+from auditor.airflow.promotion import ALIAS_STATE_KEY, AliasMoveSensor, PromotionGate, alias_poll_schedule
 
 
 @dag(
@@ -41,7 +42,16 @@ def repro_promotion_gate() -> None:
 
         return gate_row(move, task_session(context).compare(move["candidate"], move["incumbent"]).model_dump(mode="json"))
 
-    PromotionGate.partial().expand(row=compare.expand(move=moved.output))
+    @task
+    def remember(**context) -> dict:
+        """Every move was compared (the gate's colour aside): the aliases the sensor saw are now the state last seen."""
+        from auditor.airflow.promotion import remember_aliases
+
+        return remember_aliases(context["ti"].xcom_pull(task_ids=moved.task_id, key=ALIAS_STATE_KEY))
+
+    compared = compare.expand(move=moved.output)
+    PromotionGate.partial().expand(row=compared)
+    compared >> remember()
 
 
 repro_promotion_gate()

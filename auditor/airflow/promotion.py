@@ -6,7 +6,9 @@ them with the state last seen, kept in the Airflow Variable ``ALIAS_STATE_VARIAB
 version}}``). An alias that now points at another version is a move: the new version is the candidate,
 the one it left the incumbent. An alias seen for the first time is remembered, not compared (there is
 no incumbent). The sensor succeeds with the moves as its XCom, or is skipped (``soft_fail``) when nothing
-moved before its timeout, so a quiet poll is no red square.
+moved before its timeout, so a quiet poll is no red square. The aliases it saw become the state last seen
+only once every move was compared (``remember_aliases``, after ``compare``): a comparison that crashed
+leaves its move to the next run instead of losing it.
 
 ``compare`` (a ``@task`` in the DAG file) is one call into ``Session.compare`` per move; ``PromotionGate``,
 the task after it, never retried, is the gate as a state: green for an improvement beyond seed noise,
@@ -28,6 +30,8 @@ from auditor.airflow.notifications import failure_notifiers
 
 #: the Airflow Variable holding the production aliases last seen: ``{model: {alias: version}}``
 ALIAS_STATE_VARIABLE = "repro_alias_state"
+#: the sensor's XCom key for the aliases it saw when it found moves (``remember_aliases`` stores them)
+ALIAS_STATE_KEY = "alias_state"
 #: how often the registry's aliases are polled (a cron expression), and how long one poll waits
 ALIAS_POLL_SCHEDULE = "*/10 * * * *"
 ALIAS_POLL_TIMEOUT = timedelta(minutes=9)
@@ -92,11 +96,23 @@ class AliasMoveSensor(BaseSensorOperator):
         now = alias_state(session.registry.list_versions(), tuple(settings.production_aliases))
         seen = json.loads(Variable.get(ALIAS_STATE_VARIABLE, default="{}") or "{}")
         moves = alias_moves(seen, now)
-        if now != seen:
+        if moves:  # remembered by ``remember_aliases`` once every move was compared: a crashed run loses none
+            context["ti"].xcom_push(key=ALIAS_STATE_KEY, value=now)
+        elif now != seen:  # an alias seen for the first time, or one gone: nothing to compare, remembered now
             Variable.set(ALIAS_STATE_VARIABLE, json.dumps(now, sort_keys=True))
         for move in moves:
             self.log.info("alias moved: %s", move_label(move))
         return PokeReturnValue(is_done=bool(moves), xcom_value=moves)
+
+
+def remember_aliases(state: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keep the aliases the sensor saw as the state last seen: run after every move was compared (red or green)."""
+    from airflow.sdk import Variable
+
+    if state is None:
+        raise AirflowFailException(f"the sensor pushed no {ALIAS_STATE_KEY!r}: the moves stay unseen and are compared again")
+    Variable.set(ALIAS_STATE_VARIABLE, json.dumps(dict(state), sort_keys=True))
+    return dict(state)
 
 
 def gate_row(move: Mapping[str, Any], comparison: Mapping[str, Any]) -> dict[str, Any]:

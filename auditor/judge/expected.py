@@ -207,10 +207,13 @@ def _world_size(f: Facts) -> str | None:
 
 def _workers_unseeded(f: Facts) -> str | None:
     workers = f["num_workers"]
-    if workers is None or workers == 0 or f["worker_init_fn"] is True or f["loader_seeded"]:
+    if workers is None or workers == 0 or f["loader_seeded"]:
         return None
-    return (f"DataLoader with {workers} worker(s), no worker_init_fn and no seeded generator: each worker's "
-            "random, NumPy and torch generators start from a base seed no recorded seed controls")
+    # a worker_init_fn alone proves nothing: it can only seed from torch's per-worker seed, which comes from the
+    # main process's torch generator (or the loader's generator): unseeded, every worker's seed is new each run
+    init = ", a worker_init_fn that can only derive from it" if f["worker_init_fn"] is True else ", no worker_init_fn"
+    return (f"DataLoader with {workers} worker(s){init} and neither torch nor the loader's generator seeded: each "
+            "worker's random, NumPy and torch generators start from a base seed no recorded seed controls")
 
 
 @dataclass(frozen=True)

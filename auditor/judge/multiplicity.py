@@ -148,7 +148,8 @@ def from_calibration(calibration: Any) -> Multiplicity | None:
     if len(kept) < len(runs):
         return not_measured(
             f"{len(runs) - len(kept)} of {len(runs)} seed-varied reruns left no scores on the recorded evaluation data; record it "
-            "with run.save_model(model, eval_data=x_test, threshold=t) (a decision threshold on a scored model) and recalibrate",
+            "with run.save_model(model, eval_data=x_test, threshold=t) (PyTorch: run.save_weights(module, eval_data=x_test, "
+            "threshold=t), the rows as the module takes them) and recalibrate",
             len(runs))
     if len(kept) < 2:
         return not_measured("fewer than 2 seed-varied reruns kept their decisions", len(kept))

@@ -46,7 +46,9 @@ never fails the verdict on its own.
 The expected tier (``expected``, worked out from the record alone by ``auditor.judge.expected``) adjusts
 rules 4 and 7: a run that cannot be better than ``statistical`` (a GPU without deterministic algorithms,
 say) is never failed on its bits alone: its bitwise tier is ``skipped`` ("not expected", the difference
-kept), and without a same-seed floor its bands alone judge it; a run expected ``not_reproducible`` (a
+kept), and its weights are held to the same-seed floor (without one the statistical tier fails closed:
+the expected tier comes from fields the trainer wrote and never loosens the judgement); a run expected
+``not_reproducible`` (a
 randomness source no recorded seed controls) whose weights differ fails the statistical tier, since no
 floor or band can tell that noise from a divergence. Pure: no I/O.
 """
@@ -170,9 +172,9 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
                    deterministic: bool = False, expected: str | None = None) -> tuple[bool | None, str, list[str]]:
     """Whether weights that are not bit-identical are still a reproduction: (ok or None, why, warnings).
 
-    None means the weights are not judged here: bit-identical, another model (rule 3), no weights, a
-    platform other than the calibration's, or no floor for a run the record says cannot be bitwise
-    (``expected``, ``auditor.judge.expected``): the bands alone judge, with a warning.
+    None means the weights are not judged here: bit-identical, another model (rule 3), no weights, or a
+    platform other than the calibration's (the bands alone judge, with a warning). No floor fails closed,
+    whatever the expected tier (``auditor.judge.expected``) says.
     """
     if diff is None or diff.identical or structure_problems(diff):
         return None, "", []

@@ -156,7 +156,7 @@ def _seeds(record: RunRecord) -> list[Finding]:
         if name not in seeds.generators:
             out.append(_block("seeds.generator_unseeded", f"seeds.generators.{name}", f"generator {name!r} is used but has no recorded seed", "seed it through seed_everything / dataloader_kwargs"))
     if seeds.deterministic is False or seeds.flags.get("use_deterministic_algorithms") is False:
-        out.append(_warn("seeds.nondeterministic", "seeds.deterministic", "deterministic algorithms were off: expect a statistical, not bitwise, match", "seed_everything(seed, deterministic=True)"))
+        out.append(_warn("seeds.nondeterministic", "seeds.deterministic", "deterministic algorithms were off: on a GPU a rerun may then match only statistically (the report's expected tier says what this run should reach)", "seed_everything(seed, deterministic=True)"))
     if seeds.pythonhashseed in (None, "unset", "random"):
         out.append(_warn("seeds.hashseed_random", "seeds.pythonhashseed", "PYTHONHASHSEED was not set, so Python salted str hashes at random: iterating a set of strings can give another order in a rebuild",
                          "launch training as `PYTHONHASHSEED=0 python train.py` (it acts only at interpreter start)"))

@@ -86,3 +86,30 @@ def score_predictions(saved: SavedModel, eval_data: Any, threshold: float, rebui
         log.warning("repro: the registered model and its rebuild could not both be scored: %s", meta["error"])
     predictions.write(saved.path.parent / PREDICTIONS_FILE, meta, arrays)
     return meta
+
+
+def module_predictions(module: Any, eval_data: Any, threshold: float, folder: Path,
+                       rebuild_env: Mapping[str, str] | None) -> dict[str, Any]:
+    """``score_predictions`` for a PyTorch module (``run.save_weights(module, eval_data=..., threshold=...)``): the
+    module scores the data itself, and in an audit's rebuild a copy of it holding the registered safetensors weights
+    scores it too (a module's architecture is code: only the script that built it can load its weights)."""
+    from auditor.flavors import predictions
+    from auditor.flavors import torch as torch_flavor
+
+    x = predictions.as_matrix(eval_data.detach().cpu().numpy() if hasattr(eval_data, "detach") else eval_data)
+    meta = predictions.recorded(x, threshold)
+    if rebuild_env is None:
+        return meta
+    registered = rebuild_env.get(ENV_EVALUATE_WEIGHTS) or None
+    arrays: dict[str, Any] | None = {}
+    try:
+        sides = (("registered", torch_flavor.with_weights(module, registered)),) if registered else ()
+        for side, model in (*sides, ("rebuilt", module)):
+            raw, score = torch_flavor.scores(model, x)
+            arrays[f"{side}_raw"], arrays[f"{side}_score"] = raw, score
+    except Exception as exc:  # noqa: BLE001 - the audit reports why the predictions were not scored
+        arrays = None
+        meta = {**meta, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        log.warning("repro: the registered module and its rebuild could not both be scored: %s", meta["error"])
+    predictions.write(folder / PREDICTIONS_FILE, meta, arrays)
+    return meta

@@ -202,8 +202,14 @@ class Run:
         factory: str | None = None,
         factory_kwargs: Mapping[str, Any] | None = None,
         input_example: Any = None,
+        eval_data: Any = None,
+        threshold: float = 0.5,
     ) -> Path:
         """Save a state dict as safetensors and record its sha256 among the outputs; returns the file.
+
+        With the module itself and ``eval_data`` (the evaluation rows as the module takes them, e.g. normalised) and
+        ``threshold`` (on the module's output: 0 for a logit, 0.5 for a probability), the audit compares both models'
+        decisions and calibration measures how many decisions the seed flips, as for ``save_model``.
 
         With ``factory`` (``"module:function"`` building the architecture, e.g. ``"train:build_model"``,
         called with ``factory_kwargs``), the run also logs an MLflow LoggedModel of the pyfunc flavour
@@ -222,7 +228,18 @@ class Run:
         target = (self._output_dir or self._scratch) / WEIGHTS_FILE
         sha256, size = write_safetensors(state_dict, target)
         uri = WEIGHTS_FILE if self.rebuild else weights_uri(str(self.run_id))
-        artifact = Artifact(name=WEIGHTS_FILE, uri=uri, sha256=sha256, size=size)
+        predictions: dict[str, Any] = {}
+        if eval_data is not None:
+            if module is None:
+                raise BadInput("save_weights(eval_data=...) needs the module itself, not its state dict: it scores the data",
+                               hint="pass the model: run.save_weights(model, eval_data=x_test, threshold=0.0)")
+            from auditor.sdk.consumed import sdk_call
+            from auditor.sdk.models import module_predictions
+
+            with sdk_call(self):  # scoring is the SDK's own call, not data the script fed the model
+                predictions = module_predictions(module, eval_data, threshold, target.parent,
+                                                 self._env if self.rebuild else None)
+        artifact = Artifact(name=WEIGHTS_FILE, uri=uri, sha256=sha256, size=size, predictions=predictions)
         others = [a for a in self.record.outputs.artifacts if a.name != WEIGHTS_FILE]
         self.record.outputs.artifacts = [*others, artifact]
         self._weights = target
@@ -250,7 +267,7 @@ class Run:
         if flavor is None:
             raise refuse(model)
         if flavor == "torch":
-            return self.save_weights(model)
+            return self.save_weights(model, eval_data=eval_data, threshold=threshold)
         saved = write_model(model, flavor, self._output_dir or self._scratch)
         uri = saved.path.name if self.rebuild else weights_uri(str(self.run_id))  # the run's model folder
         from auditor.sdk.consumed import sdk_call

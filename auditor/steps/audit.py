@@ -67,7 +67,7 @@ class _Audit:
     unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
     segments: Any = None  # judge.result.SegmentReplay, in a segment audit
     lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
-    calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once (a segment audit reads it first)
+    calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once, before the rebuild
     expected: Any = None  # judge.expected.ExpectedTier: what the record alone lets the audit reach
     multiplicity: Any = None  # judge.multiplicity.Multiplicity, from the calibration's stored decisions
 
@@ -263,9 +263,9 @@ def _recover_artifact(a: _Audit) -> None:
     actual = sha256_file(a.weights) if a.weights else None
     if actual:
         a.evidence["weights.registered"] = actual
-        from auditor.steps.production import deployed_findings
+        from auditor.steps.production import deployed_findings, registry_findings
 
-        a.findings += deployed_findings(a.session, a.info, actual)
+        a.findings += registry_findings(a.session, a.info, actual) + deployed_findings(a.session, a.info, actual)
     a.recovery = RecoveryCheck(expected_sha256=expected, actual_sha256=actual, registered=dict(a.record.outputs.metrics), unrecoverable=[why] if why else [])
     served = _served_problems(a, expected)
     if served:
@@ -477,16 +477,15 @@ def _identical_rebuilds_evaluate(a: _Audit, runs: list[RunResult]) -> None:
     a.recovery = a.recovery.model_copy(update={"rebuilt_identical": same})
 
 
-def _compare(a: _Audit, runs: list[RunResult]) -> None:
-    """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
+def _calibration_evidence(a: _Audit) -> dict[str, Any]:
+    """The version's verified calibration, its bands, and what the seed-varied reruns say without a rebuild (the
+    seed lottery, the decisions that flip): read before the rebuild, so every calibrated report has them."""
     from auditor.judge.binding import bind
-    from auditor.judge.floors import platform_fingerprint
-    from auditor.judge.models import model_diff
-    from auditor.judge.tolerance import bands_from_json, check_metrics
+    from auditor.judge.tolerance import bands_from_json
     from auditor.steps.calibrate import stored_calibrations
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
-    lookup = a.calibration_lookup or (*stored_calibrations(a.session, a.info, found := []), found)
+    lookup = a.calibration_lookup = a.calibration_lookup or (*stored_calibrations(a.session, a.info, found := []), found)
     calibration, evidence, a.calibrations, found = lookup
     a.findings += found
     calibration_text = a.info.tags.get(TAG_CALIBRATION)
@@ -518,6 +517,15 @@ def _compare(a: _Audit, runs: list[RunResult]) -> None:
     from auditor.judge.multiplicity import from_calibration
 
     a.multiplicity = from_calibration(calibration)  # from the stored reruns: nothing is rerun for it
+    return bands
+
+
+def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
+    """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
+    from auditor.judge.floors import platform_fingerprint
+    from auditor.judge.models import model_diff
+    from auditor.judge.tolerance import check_metrics
+
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
     _compare_traced(a, runs)
@@ -609,11 +617,12 @@ def _gather(a: _Audit, rebuild: Callable[[], list[RunResult]]) -> None:
     _read_record(a)
     if a.record is None:
         return
+    bands = _calibration_evidence(a)
     _recover_artifact(a)
     if not blocking(a.findings):
         runs = rebuild()
         if runs:
-            _compare(a, runs)
+            _compare(a, runs, bands)
 
 
 def _judge(a: _Audit) -> tuple[Verdict, dict[str, Any]]:
@@ -660,8 +669,12 @@ def _rerun_cost(a: _Audit) -> dict[str, Any] | None:
     if a.calibration is None:
         return None
     same, varied = a.calibration.same_seed.n, len(a.calibration.seed_varied)
+    used = [what for what, by in (("the bands", a.metric_results), ("the same-seed floor", a.weight_diff is not None),
+                                  ("the lottery check", a.lottery is not None),
+                                  ("the multiplicity figure", a.multiplicity is not None and a.multiplicity.status == "measured"))
+            if by]
     return {"same_seed": same, "seed_varied": varied, "calibrated_at": a.calibration.calibrated_at, **(a.calibration.cost or {}),
-            "reruns": same + varied, "reused_by": ["the bands", "the lottery check", "the multiplicity figure", "any comparison"]}
+            "reruns": same + varied, "reused_by": [*used, "repro-audit compare"]}
 
 
 def _result(a: _Audit, verdict: Verdict, tiers: dict[str, Any], *, started: str, runner: str, options: Any) -> AuditResult:

@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import shutil
+import time
 from typing import Any
 
 from auditor.digests import sha256_digest
@@ -19,7 +20,7 @@ from auditor.errors import BadInput, Findings
 from auditor.judge.result import Band
 from auditor.lineage.findings import Finding
 from auditor.rebuild.run import RunResult, run_recipe
-from auditor.steps.common import Progress, now, require_complete_lineage
+from auditor.steps.common import Progress, in_parallel, now, require_complete_lineage
 
 log = logging.getLogger(__name__)
 
@@ -150,21 +151,30 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
         progress("preparing the workspace")
         log.info("calibrate %s: preparing the workspace", info.ref)
         workspace = session.prepare(record, diff, tmp / "workspace")
-        same = []
-        for i in range(same_seed):
+        workers = session.settings.rerun_workers
+        started = time.monotonic()
+
+        def same_run(i: int) -> RunResult:
             progress(f"same-seed rerun {i + 1}/{same_seed} (seed {record.seeds.seed})")
             log.info("calibrate %s: same-seed rerun %d/%d (seed %s)", info.ref, i + 1, same_seed, record.seeds.seed)
-            same.append(run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout))
+            return run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout)
+
+        same = in_parallel(same_run, range(same_seed), workers)
         floor = same_seed_floor(record, same)
         check_recipe(session, info, record, same, floor, tmp)  # before the seed-varied reruns: nothing is paid for a refusal
         seeds = calibration_seeds(record.seeds.seed, reruns)
-        varied = []
-        for i, seed in enumerate(seeds):
+
+        def varied_run(item: tuple[int, int]) -> RunResult:
+            i, seed = item
             progress(f"seed-varied rerun {i + 1}/{reruns} (seed {seed})")
             log.info("calibrate %s: seed-varied rerun %d/%d (seed %s)", info.ref, i + 1, reruns, seed)
-            varied.append(run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed))
+            return run_recipe(record, workspace, run_with, tmp / f"rerun-{i}", timeout_s=timeout, seed=seed)
+
+        varied = in_parallel(varied_run, list(enumerate(seeds)), workers)
+        elapsed = time.monotonic() - started
         decided = [rerun_decisions(run) for run in varied]  # read before the scratch folder goes
-        return floor, seeds, varied, decided, cost([*same, *varied], cpu_before, runner=getattr(run_with, "name", None))
+        spent = cost([*same, *varied], cpu_before, runner=getattr(run_with, "name", None))
+        return floor, seeds, varied, decided, {**spent, "workers": workers, "elapsed_s": round(elapsed, 3)}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

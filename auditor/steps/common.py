@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from auditor.errors import LineageIncomplete
 
@@ -59,3 +59,15 @@ def redacted(uri: str) -> str:
     from auditor.lineage.redact import redact_text
 
     return redact_text(uri)
+
+
+def in_parallel(run: Callable[[Any], Any], items: Iterable[Any], workers: int) -> list[Any]:
+    """``run`` of each item, ``workers`` at a time, results in the items' order (reruns and segment replays are
+    independent: each writes its own output folder)."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        return [run(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        return list(pool.map(run, items))

@@ -62,18 +62,45 @@ def audited_digests(session: Any, wanted: set[tuple[str, str]] | None = None) ->
         if wanted is not None and key not in wanted:
             continue
         evidence_key = (entry.get("evidence") or {}).get("key")
-        weights = None
+        weights = recorded = None
         why = None
         try:
             doc = load_evidence(store.read(evidence_key), source=f"{store.uri}/{evidence_key}")
             weights = (doc.get("digests") or {}).get("weights.registered")
+            recorded = recorded_digest(doc)
         except InfrastructureError:
             raise
         except ReproError as exc:
             why = f"its evidence {evidence_key} cannot be read: {exc}"
         found[key] = {"audit_id": (entry.get("audit") or {}).get("audit_id"), "date": entry.get("date"),
-                      "evidence": evidence_key, "weights": weights, "why": why}
+                      "evidence": evidence_key, "weights": weights, "recorded": recorded, "why": why}
     return found
+
+
+def recorded_digest(doc: dict[str, Any]) -> str | None:
+    """The sha256 training recorded for the model artifact, as the audit's evidence holds the record (None: none)."""
+    from auditor.lineage.record import RunRecord
+
+    record = (doc.get("audit") or {}).get("record")
+    if not record:
+        return None
+    try:
+        artifact = RunRecord.model_validate(record).outputs.model()
+    except ValueError:
+        return None
+    return artifact.sha256 if artifact is not None else None
+
+
+def _already_replaced(audit: dict[str, Any]) -> str | None:
+    """Why the audit itself judged an artifact other than the one training recorded (a re-audit of a replaced
+    copy must not make the replaced bytes "what was audited"); None when they are the same."""
+    from auditor.digests import same
+
+    audited, recorded = audit.get("weights"), audit.get("recorded")
+    if audited and recorded and not same(audited, recorded):
+        return (f"the audit {audit.get('audit_id')} of {audit.get('date')} found the registered artifact ({audited}) already "
+                f"differs from the one training recorded ({recorded})")
+    return None
 
 
 def _hash_uri(uri: str, scratch: Path) -> str:
@@ -165,8 +192,11 @@ def production_check(session: Any) -> list[dict[str, Any]]:
             copies = [_compare("registry", info.ref, audited, lambda info=info: _registry_copy(session, info, scratch))]
             copies += [_compare(where, redact_text(uri), audited, lambda uri=uri: _hash_uri(uri, scratch))
                        for where, uri in _deployed_for(session.settings, info)]
+            replaced = _already_replaced(audit) if audit is not None else None
             if audit is None:
                 status, detail = NOT_AUDITED, "no published audit of this version: nothing says what serves was checked"
+            elif replaced is not None:
+                status, detail = DIFFERS, replaced
             elif audited is None:
                 status, detail = NO_AUDITED_ARTIFACT, audit.get("why") or "its evidence names no weights.registered digest"
             elif any(c["status"] == DIFFERS for c in copies):
@@ -183,6 +213,29 @@ def production_check(session: Any) -> list[dict[str, Any]]:
                          "audited_at": (audit or {}).get("date"), "audited": audited, "status": status,
                          "detail": detail, "copies": copies})
     return rows
+
+
+def registry_findings(session: Any, info: Any, actual: str | None) -> list[Any]:
+    """For an audit's report: a warning when the version serves under a production alias and the registry's copy now
+    hashes to other bytes than the version's previous published audit judged (or than training recorded, when that
+    audit already found them replaced): "production differs from what was audited"."""
+    from auditor.digests import same
+    from auditor.lineage.findings import Finding
+
+    aliases = {a.lower() for a in session.settings.production_aliases}
+    if not actual or not any(a.lower() in aliases for a in info.aliases):
+        return []
+    audit = audited_digests(session, {(info.name, str(info.version))}).get((info.name, str(info.version)))
+    if audit is None:
+        return []
+    before = audit.get("recorded") if _already_replaced(audit) else audit.get("weights")
+    if not before or same(before, actual):
+        return []
+    return [Finding(code="production.differs", path="production", severity="warning",
+                    message=f"{DIFFERS}: the registry's copy of {info.ref} (serving as {', '.join(info.aliases)}) now hashes "
+                            f"to {actual}; the audit {audit.get('audit_id')} of {audit.get('date')} judged {before}",
+                    hint="find who replaced the artifact (the artifact store's access log); register the audited model "
+                         "again as a new version rather than overwriting a served one")]
 
 
 def deployed_findings(session: Any, info: Any, audited: str | None) -> list[Any]:
@@ -212,4 +265,4 @@ def deployed_findings(session: Any, info: Any, audited: str | None) -> list[Any]
 
 
 __all__ = ["DIFFERS", "NOT_AUDITED", "SAME", "audited_digests", "deployed_findings", "production_check",
-           "production_versions"]
+           "production_versions", "recorded_digest", "registry_findings"]

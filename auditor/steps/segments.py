@@ -97,12 +97,9 @@ def _run_replays(a: Any, parts: list[Any], chosen: list[int], stored: dict[int, 
             recipe.update(evaluate=a.weights, then_train=True)
         return rebuild_once(a, workspace, a.tmp / f"segment-{index}", timeout, **recipe)
 
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
+    from auditor.steps.common import in_parallel
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(replay, enumerate(chosen)))
-    return [replay(item) for item in enumerate(chosen)]
+    return in_parallel(replay, enumerate(chosen), workers)
 
 
 def _segment_floor(a: Any) -> Any:
@@ -111,7 +108,8 @@ def _segment_floor(a: Any) -> Any:
     trained on other data)."""
     from auditor.steps.calibrate import stored_calibrations
 
-    a.calibration_lookup = (*stored_calibrations(a.session, a.info, found := []), found)  # the comparison reuses it
+    if a.calibration_lookup is None:  # the audit read it before the rebuild; a replay on its own reads it here
+        a.calibration_lookup = (*stored_calibrations(a.session, a.info, found := []), found)
     calibration = a.calibration_lookup[0]
     return calibration.same_seed if calibration is not None else None
 

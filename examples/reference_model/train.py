@@ -164,9 +164,12 @@ def main() -> None:
         model, metrics = train(run.config, data, run.dataloader_kwargs())
         run.log_metrics(metrics)
         # factory=: the version also loads as an MLflow pyfunc (mlflow.pyfunc.load_model("models:/NAME@ALIAS"))
+        # eval_data=/threshold=: the held-out rows as the module takes them and its decision (logit >= 0): the audit
+        # compares both models' decisions, calibration counts the decisions a seed flips (predictive multiplicity)
+        mean, std = data["train_X"].mean(0), data["train_X"].std(0)
         run.save_weights(model, factory="train:build_model",
                          factory_kwargs={"features": data["train_X"].shape[1], "hidden": int(run.config["hidden"])},
-                         input_example=data["test_X"][:5])
+                         input_example=data["test_X"][:5], eval_data=(data["test_X"] - mean) / std, threshold=0.0)
         print(f"trained in {time.perf_counter() - started:.1f}s:", json.dumps(metrics), flush=True)
 
 

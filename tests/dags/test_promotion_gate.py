@@ -8,7 +8,8 @@ the public ``auditor.steps.Session`` in the child process (as tests/dags/test_ai
 because this test is about the DAG noticing the move and showing the gate, not about training.
 
 The champion alias is seen at v1; it moves to v2 (the same recipe, another seed: within seed noise, a red
-``gate``), then to v3 (a better recipe: green).
+``gate``), then to v4 while the worker crashes (the comparison fails, the move is not remembered), the next
+run compares that same move (worse: red), then to v3 (a better recipe than v4: green).
 """
 
 from __future__ import annotations
@@ -32,10 +33,18 @@ for i, variant in enumerate(QUALITY):  # v1 incumbent, v2 twin, v3 better, v4 wo
     record, weights = registration(i, variant)
     registry.register_record("m", record, weights=weights)
 
+class CrashingRunner(SeedRunner):
+    # crashes while the flag file exists: a comparison that never finished
+
+    def run(self, spec):
+        if os.path.exists(os.environ["PROBE_CRASH_FLAG"]):
+            raise RuntimeError("the worker died")
+        return super().run(spec)
+
 class StandInSession(auditor.steps.session.Session):
     def __init__(self, settings, **kwargs):
         kwargs.setdefault("prepare", prepare)
-        kwargs.setdefault("runner", SeedRunner())
+        kwargs.setdefault("runner", CrashingRunner())
         super().__init__(settings, **kwargs)
 
 auditor.steps.Session = auditor.steps.session.Session = StandInSession
@@ -53,13 +62,19 @@ if bag.import_errors:
 dag = bag.get_dag("repro_promotion_gate")
 Variable.set(ALIAS_STATE_VARIABLE, json.dumps({"m": {"champion": "1"}}))  # last seen: champion at v1
 out = {}
-for day, version in (("2026-09-01", "2"), ("2026-09-02", "3")):
+flag = os.environ["PROBE_CRASH_FLAG"]
+for day, version, crash in (("2026-09-01", "2", False), ("2026-09-02", "4", True), ("2026-09-03", "4", False),
+                            ("2026-09-04", "3", False)):
     registry.set_alias("m", "champion", version)
+    if crash:
+        open(flag, "w").close()
+    elif os.path.exists(flag):
+        os.remove(flag)
     run = dag.test(logical_date=pendulum.parse(day))
     with create_session() as session:
         rows = session.scalars(select(XComModel).where(XComModel.dag_id == dag.dag_id, XComModel.run_id == run.run_id)).all()
         xcom = {f"{x.task_id}[{x.map_index}].{x.key}": XComModel.deserialize_value(x) for x in rows}
-    out[version] = {"state": str(run.state), "xcom": xcom,
+    out[day] = {"state": str(run.state), "xcom": xcom,
                     "tis": {f"{ti.task_id}[{ti.map_index}]": str(ti.state) for ti in run.get_task_instances()},
                     "seen": json.loads(Variable.get(ALIAS_STATE_VARIABLE))}
 json.dump(out, open(os.environ["PROBE_OUT"], "w"))
@@ -68,19 +83,28 @@ json.dump(out, open(os.environ["PROBE_OUT"], "w"))
 
 def test_an_alias_move_is_compared_and_a_candidate_within_noise_is_a_red_gate(airflow_db, run_in_airflow, tmp_path):
     env = {**airflow_db, "PROBE_REGISTRY": REGISTRY, "REPRO_HOME": str(tmp_path / "home"),
-           "REPRO_REPORTS": str(tmp_path / "reports"),
+           "REPRO_REPORTS": str(tmp_path / "reports"), "REPRO_RETRY_DELAY_S": "0",
+           "PROBE_CRASH_FLAG": str(tmp_path / "crash"),
            "AIRFLOW_CONN_REPRO_MLFLOW": json.dumps({"conn_type": "generic", "extra": {"tracking_uri": REGISTRY}})}
     out = run_in_airflow(GATE, env, cwd=tmp_path)
-    twin, better = out["2"], out["3"]
-    assert twin["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "failed"}, twin["tis"]
-    assert better["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "success"}, better["tis"]
+    twin, crashed, again, better = (out[d] for d in ("2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"))
+    assert twin["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "failed",
+                           "remember[-1]": "success"}, twin["tis"]
     assert twin["xcom"]["alias_moved[-1].return_value"] == [
         {"model": "m", "alias": "champion", "candidate": "models:/m/2", "incumbent": "models:/m/1"}]
     row = twin["xcom"]["compare[0].return_value"]
     assert row["gate"] == "within_noise" and row["words"] == "within seed noise"
-    assert better["xcom"]["compare[0].return_value"]["incumbent"] == "models:/m/2"  # the version the alias left
-    assert (twin["seen"], better["seen"]) == ({"m": {"champion": "2"}}, {"m": {"champion": "3"}})
+    # the comparison crashed: the move stays unseen and the next run compares it
+    assert crashed["tis"]["compare[0]"] == "failed" and crashed["tis"]["remember[-1]"] == "upstream_failed", crashed["tis"]
+    assert crashed["seen"] == {"m": {"champion": "2"}}
+    assert again["xcom"]["alias_moved[-1].return_value"][0]["incumbent"] == "models:/m/2"
+    assert again["xcom"]["compare[0].return_value"]["gate"] == "worse" and again["tis"]["gate[0]"] == "failed"
+    assert better["tis"] == {"alias_moved[-1]": "success", "compare[0]": "success", "gate[0]": "success",
+                             "remember[-1]": "success"}, better["tis"]
+    assert better["xcom"]["compare[0].return_value"]["incumbent"] == "models:/m/4"  # the version the alias left
+    assert (twin["seen"], again["seen"], better["seen"]) == (
+        {"m": {"champion": "2"}}, {"m": {"champion": "4"}}, {"m": {"champion": "3"}})
     published = sorted(p.name for p in Path(tmp_path / "reports" / "comparisons" / "m").iterdir())
-    assert len(published) == 4 and sum(p.endswith(".thresholds.json") for p in published) == 2
+    assert len(published) == 6 and sum(p.endswith(".thresholds.json") for p in published) == 3
     thresholds = json.loads(next(p for p in (tmp_path / "reports/comparisons/m").iterdir() if p.name.endswith("thresholds.json")).read_text())
     assert thresholds["auc"]["greater_is_better"] is True

@@ -159,6 +159,30 @@ def test_an_audit_while_a_deployed_copy_differs_says_so_on_its_report(world):
         s3.put_object(Bucket=bucket, Key="credit/model.safetensors", Body=world["audited"])
 
 
+def test_a_registry_artifact_replaced_after_the_audit_is_named_on_the_next_report_and_stays_flagged(world):
+    """Acceptance 3 on the report for the registry's own copy: the next audit of the production version finds the
+    replaced bytes and its report says "production differs from what was audited", naming both digests; and that
+    audit does not make the replaced bytes "what was audited" for the coverage page (it still differs)."""
+    session, weights = world["session"], world["weights"]
+    before = _row(session)["audited"]
+    tampered = bytearray(world["audited"])
+    tampered[-1] ^= 0x01
+    weights.write_bytes(bytes(tampered))
+    try:
+        outcome = session.audit(world["ref"], AuditOptions(date="2026-07-03"))
+        found = [f for f in outcome.result.findings if f.code == "production.differs"]
+        assert len(found) == 1 and "registry's copy" in found[0].message and before.removeprefix("sha256:") in found[0].message, \
+            outcome.result.findings
+        html = Path(str(outcome.report).removeprefix("file://")).read_text(encoding="utf-8")
+        assert DIFFERS in html
+        row = _row(session)  # the latest audit judged the replaced bytes: still not "the same"
+        assert row["status"] == DIFFERS and "already differs from the one training recorded" in row["detail"], row
+        _, page = session.coverage(write=True)
+        assert DIFFERS in Path(page).read_text(encoding="utf-8")
+    finally:
+        weights.write_bytes(world["audited"])
+
+
 def test_retention_names_the_audited_report_outside_a_write_once_store_and_a_deleted_version_as_lost(world):
     """Last in this module: it deletes the registered version."""
     from mlflow import MlflowClient

@@ -80,6 +80,16 @@ def test_calibrating_stores_a_band_per_metric_and_a_re_audit_lands_inside(seeded
     assert result.verdict == Verdict.REPRODUCED_BITWISE
     assert result.tiers["statistical"].status == "pass"
     assert all(m.inside for m in result.metrics)
+    # PyTorch too: each seed-varied rerun kept its decisions (logit >= 0 on the held-out rows, run.save_weights'
+    # eval_data), and the report's multiplicity figure is the count of rows not decided alike by every rerun
+    from auditor.judge.multiplicity import unpack
+
+    kept = [run.decisions for run in bands.calibration.seed_varied]
+    assert all(kept) and {d["threshold"] for d in kept} == {0.0}, kept
+    decided = [unpack(d["packed"], d["rows"]) for d in kept]
+    by_hand = sum(1 for row in range(kept[0]["rows"]) if len({bool(d[row]) for d in decided}) > 1)
+    assert result.multiplicity.status == "measured" and result.multiplicity.reruns == 3
+    assert (result.multiplicity.flipped, result.multiplicity.rows) == (by_hand, kept[0]["rows"])
 
 
 def test_planted_nondeterminism_is_never_judged_bitwise_and_the_failing_tier_is_named(seeded_registry):

@@ -157,3 +157,45 @@ def test_without_calibration_and_calibrate_missing_off_it_says_what_to_run(world
     session, refs, _, _ = world
     with pytest.raises(BadInput, match="no calibration"):
         session.compare(refs["better"], refs["incumbent"], calibrate_missing=False)
+
+
+def test_reruns_in_parallel_give_the_same_calibration_in_the_seeds_order(world):
+    """REPRO_RERUN_WORKERS: the reruns run that many at a time; the stored reruns, in seed order, and their bands
+    are those of one at a time, and the cost says how many ran at once."""
+    import threading
+
+    session, refs, runner, tmp = world
+    seen: set[str] = set()
+    running, most = [0], [0]
+    lock = threading.Lock()
+    inner = runner.run
+
+    def counted(spec):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            import time
+
+            time.sleep(0.05)  # long enough for the pool to start the others
+            seen.add(threading.current_thread().name)
+            return inner(spec)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    runner.run = counted
+    one = session.calibrate(refs["twin"], reruns=5).calibration
+    parallel = Session(Settings.from_env({"REPRO_HOME": str(tmp / "home2"), "REPRO_REPORTS": str(tmp / "reports2"),
+                                          "MLFLOW_TRACKING_URI": session.registry.uri, "REPRO_RERUN_WORKERS": "3"}),
+                       registry=session.registry, runner=runner, prepare=prepare)
+    many = parallel.calibrate(refs["better"], reruns=5).calibration
+    assert most[0] == 3 and len(seen) > 1
+    from auditor.steps.calibrate import calibration_seeds
+
+    assert [r.seed for r in many.seed_varied] == calibration_seeds(102, 5)  # better's recorded seed: in order
+    assert [r.seed for r in one.seed_varied] == calibration_seeds(101, 5)
+    assert [r.metrics["auc"] for r in many.seed_varied] == [round(QUALITY["better"] + _noise(s), 6)
+                                                           for s in calibration_seeds(102, 5)]
+    assert many.cost["workers"] == 3 and many.cost["elapsed_s"] <= many.cost["wall_s"] + 1
+    assert one.cost["workers"] == 1

@@ -120,12 +120,19 @@ def test_dataloader_workers_without_worker_seeding_are_expected_not_reproducible
 
 
 @pytest.mark.parametrize(("record", "tier"), [
-    (with_loader(2, worker_init_fn=True), "bitwise"),  # seeded by a worker_init_fn
+    (with_loader(2, worker_init_fn=True, torch_seeded=True), "bitwise"),  # its worker_init_fn derives from a seeded base
     (with_loader(2, torch_seeded=True), "bitwise"),  # base seed from a seeded torch generator (FACTS.md: measured)
     (with_loader(0), "bitwise"),  # no workers: the main process draws
 ], ids=["worker_init_fn", "torch seeded", "no workers"])
 def test_seeded_workers_are_expected_bitwise(record, tier):
     assert expected_tier(record).tier == tier
+
+
+def test_a_worker_init_fn_over_an_unseeded_torch_is_not_trusted():
+    """A worker_init_fn can only seed from torch.initial_seed() in the worker, which the main process's (here
+    unseeded) torch generator decides: its presence alone says nothing."""
+    expected = expected_tier(with_loader(2, worker_init_fn=True))
+    assert expected.tier == "not_reproducible" and "worker_init_fn that can only derive" in expected.reasons[0].message
 
 
 # -- adversarial: how the lint could be fooled ----------------------------------------------------
