@@ -220,6 +220,12 @@ class Settings:
     signer: str | None = setting(
         "REPRO_SIGNER", None, "who signs, as reports and attestations name them", derived="REPRO_RESPONSIBLE",
     )
+    evidence_packs: str | None = setting(
+        "REPRO_EVIDENCE_PACKS", None,
+        "where every publish also writes the audit's evidence pack, <report stem>.zip (a folder or s3://bucket/prefix, "
+        "outside the reports folder; an Object Lock bucket keeps it for the retention duty); unset: packs are made on "
+        "demand with repro-audit evidence pack",
+    )
     audit_experiment: str = setting(
         "REPRO_AUDIT_EXPERIMENT", "repro-audit-audits",
         "the MLflow experiment each audit (and calibration) is logged to as a run; its params anchor the ledger",
@@ -341,6 +347,7 @@ TRAINING_ASSET = _TOP["training_asset"]
 SIGNING_KEY = _TOP["signing_key"]
 SIGNING_PUBLIC_KEY = _TOP["signing_public_key"]
 SIGNER = _TOP["signer"]
+EVIDENCE_PACKS = _TOP["evidence_packs"]
 AUDIT_EXPERIMENT = _TOP["audit_experiment"]
 REPORTS_URL = _TOP["reports_url"]
 LEDGER_ANCHOR = _TOP["ledger_anchor"]

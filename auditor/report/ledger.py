@@ -28,6 +28,9 @@ from auditor.storage.base import BlobStore
 
 LEDGER_FILE = "ledger.jsonl"
 ENTRIES = "ledger/entries/"
+#: the promotion gate's comparisons and their MLflow thresholds (``auditor.steps.compare``): written beside the
+#: reports, never ledgered (a comparison is a reading of two calibrations' stored reruns, not an audit)
+COMPARISONS = "comparisons/"
 GENESIS = spelled("0" * 64)
 
 

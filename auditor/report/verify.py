@@ -31,7 +31,17 @@ from auditor.errors import Findings, NotFound
 from auditor.report import attest
 from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE
-from auditor.report.ledger import ENTRIES, GENESIS, LEDGER_FILE, describe, entry_hash, entry_key, read_part, sha256_of
+from auditor.report.ledger import (
+    COMPARISONS,
+    ENTRIES,
+    GENESIS,
+    LEDGER_FILE,
+    describe,
+    entry_hash,
+    entry_key,
+    read_part,
+    sha256_of,
+)
 from auditor.settings import REPORTS
 from auditor.storage.base import BlobStore
 
@@ -532,6 +542,8 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
     for key in keys:
         if key in named or key in (LEDGER_FILE, INDEX_FILE, COVERAGE_FILE, COVERAGE_INPUTS) or key.startswith(ENTRIES):
             continue  # the derived pages are checked by the rules that know them (_index_problems, _coverage_problems)
+        if key.startswith(COMPARISONS):  # the promotion gate's readings, never ledgered: not evidence of an audit
+            continue
         if key == PLACEHOLDER and not store.read(key):  # an empty .gitkeep keeps a checked-in folder
             continue
         if key.startswith(SUMMARIES) and key.endswith(".json"):

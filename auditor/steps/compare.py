@@ -15,12 +15,13 @@ from typing import Any
 
 from auditor.errors import BadInput
 from auditor.lineage.findings import Finding
+from auditor.report.ledger import COMPARISONS
 from auditor.steps.common import Progress, now
 
 log = logging.getLogger(__name__)
 
-#: where comparisons are written in the reports store
-COMPARISONS_PREFIX = "comparisons"
+#: where comparisons are written in the reports store (not ledgered: ``auditor.report.ledger.COMPARISONS``)
+COMPARISONS_PREFIX = COMPARISONS.rstrip("/")
 
 
 def _reruns_of(session: Any, ref: str, *, reruns: int, runner: str | None, calibrate_missing: bool,

@@ -11,7 +11,7 @@ from typing import Any
 
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.judge.result import AuditResult, Verdict
-from auditor.settings import REPORTS
+from auditor.settings import EVIDENCE_PACKS, REPORTS
 from auditor.steps.anchoring import add_second_anchors, anchor_params
 from auditor.steps.common import Progress, now
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
@@ -126,8 +126,32 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         session.registry.set_tags(info, tags)
+    if session.settings.evidence_packs:
+        write_evidence_pack(session, publication.stem, progress)
     log.info("publish %s: %s", info.ref, report_uri)
     return report_uri
+
+
+def write_evidence_pack(session: Any, stem: str, progress: Progress) -> str | None:
+    """``<stem>.zip`` in ``REPRO_EVIDENCE_PACKS``: what ``repro-audit evidence pack`` writes, once per audit (a pack
+    already there is kept: it is a function of the published audit). Outside the reports store, whose every file a
+    ledger entry names. None when the audits are not signed (a pack carries the signature)."""
+    from auditor.report.pack import build_pack, settings_public_key
+    from auditor.storage import open_store
+
+    packs = open_store(session.settings.evidence_packs)
+    key = f"{stem}.zip"
+    if packs.exists(key):
+        return f"{packs.uri.rstrip('/')}/{key}"
+    public = settings_public_key(session.settings)
+    if public is None:
+        log.warning("publish %s: %s is set but no signing key is configured: no evidence pack (it carries the signature)",
+                    stem, EVIDENCE_PACKS.name)
+        return None
+    progress("writing the evidence pack")
+    pack = build_pack(session.store, stem, public_key=public, registry=lambda: session.registry)
+    packs.write(key, pack.data)
+    return f"{packs.uri.rstrip('/')}/{key}"
 
 
 def report_url(settings: Any, report_key: str) -> str | None:

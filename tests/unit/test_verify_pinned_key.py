@@ -179,3 +179,14 @@ def test_on_a_ledger_signed_before_keys_were_recorded_a_forger_recording_another
     _publish(root, _impostor(_key(tmp_path / "m.pem"), key.keyid), 1, start=2)  # copies the key id, records its own key
     result = verify(open_store(str(root)))
     assert not result.ok and result.first.seq == 2 and "the signing key changed" in str(result.first), _messages(result)
+
+
+def test_the_promotion_gates_comparisons_beside_the_reports_are_not_files_added_by_hand(genuine):
+    """``repro-audit compare`` writes its comparison and thresholds under ``comparisons/`` of the reports store: not
+    ledgered (not an audit), and not "added by hand"; anything else no entry names still is."""
+    root, _ = genuine
+    (root / "comparisons" / "m").mkdir(parents=True)
+    (root / "comparisons" / "m" / "v2-vs-m-v1-20260401.json").write_text("{}")
+    assert verify(open_store(str(root))).ok
+    (root / "notes.html").write_text("<p>hand-made</p>")
+    assert "notes.html has no ledger entry" in _messages(verify(open_store(str(root))))
