@@ -61,9 +61,15 @@ def differences(a: ConsumedData | None, b: ConsumedData | None) -> list[str]:
 
 
 def rebuild_findings(recorded: RunRecord, rebuilt: RunRecord | None) -> list[Finding]:
-    """A blocking finding when a rebuild's model consumed other data than training's did. Pure."""
-    if rebuilt is None or recorded.consumed is None:
+    """A blocking finding when a rebuild's model consumed other data than training's did; a warning when training
+    recorded no fingerprint (an older record: input noise could not be checked, and the report says so). Pure."""
+    if rebuilt is None:
         return []
+    if recorded.consumed is None:
+        return [Finding(code="consumed.unrecorded", path="consumed", severity="warning",
+                        message=("training recorded no fingerprint of the data its model consumed, so whether the rebuild "
+                                 "consumed the same data (input noise) could not be checked"),
+                        hint="retrain with this SDK (it fingerprints what the model consumes by default), then register")]
     if rebuilt.consumed is None or rebuilt.consumed.scheme != recorded.consumed.scheme:
         why = ("recorded no fingerprint of the data its model consumed" if rebuilt.consumed is None else
                f"fingerprinted what its model consumed by scheme {rebuilt.consumed.scheme}, training by scheme {recorded.consumed.scheme}")
@@ -111,5 +117,7 @@ def unattributed(registered: RunRecord) -> str | None:
     if not any(stream.batches for stream in consumed.streams.values()):
         return "training's fingerprint of the data its model consumed is empty (no batch was seen)"
     if consumed.notes:
-        return "training's fingerprint of the data its model consumed has blind spots: " + "; ".join(consumed.notes[:3])
+        more = f" (and {len(consumed.notes) - 3} more)" if len(consumed.notes) > 3 else ""
+        return ("training's fingerprint could not see what the model consumed (blind spots): "
+                + "; ".join(consumed.notes[:3]) + more)
     return None

@@ -10,10 +10,12 @@ stored, the same-seed reruns must show that they rerun that recipe:
    times the same-seed floor of the registered weights;
 3. **the same metrics**: reruns bit-identical to the registered weights must give the registered metrics
    (to float resolution); reruns that differ must bracket each registered metric within a 99.9 %
-   prediction interval of their own spread.
+   prediction interval of their own spread (with 2 reruns, which make that interval vacuous, within
+   :data:`FEW_RERUNS_RANGES` times their range).
 
 A difference in any means the recipe being calibrated is not the one that trained the model (an
-unpinned environment variable, a side file): calibration stops with these lines, and stores nothing.
+unpinned environment variable, a side file): calibration stops with these lines, and stores nothing. So
+does a blocking difference in the reruns' traced inputs (a variable or file training read otherwise), on its own.
 Reruns on another platform than training's are not held to 2 and 3 (a platform changes numerics); nor
 are reruns that differ on a CPU with deterministic algorithms on, which calibration reports as an
 unseeded generator instead (``floors.Calibration.findings``).
@@ -45,6 +47,14 @@ from auditor.lineage.record import RunRecord
 RECIPE_MARGIN = 10.0
 #: confidence of the same-seed prediction interval a registered metric must lie in
 METRIC_CONFIDENCE = 0.999
+#: below this many same-seed reruns a prediction interval is vacuous (Student's t at 99.9 % with 1 degree of
+#: freedom is 636: the registered metric could lie ~550 times the reruns' gap away); the registered metric is then
+#: held to :data:`FEW_RERUNS_RANGES` times the reruns' range instead
+FEW_RERUNS = 3
+#: with 2 same-seed reruns, how many times their range a registered metric may lie from their mean: under normal
+#: noise about 0.6 % of honest calibrations are refused (the ratio is Cauchy: P ≈ (2/π)·atan(√1.5/(√2·k))), and they
+#: pass with 3 reruns or more; a recipe that differs moves a metric by far more than its execution noise
+FEW_RERUNS_RANGES = 100.0
 
 
 def _describe(diff: WeightDiff) -> str:
@@ -83,12 +93,20 @@ def _metric_lines(registered: Mapping[str, Any], reruns: Sequence[Mapping[str, A
             continue
         n = len(values)
         mean = math.fsum(values) / n
-        std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-        half = t_quantile(1.0 - (1.0 - METRIC_CONFIDENCE) / 2.0, n - 1) * std * math.sqrt(1.0 + 1.0 / n) if n > 1 else 0.0
+        if n < FEW_RERUNS:
+            # too few reruns for an interval that means anything: a fixed multiple of their range (a weak check, and
+            # the line says so), never narrower than the evaluation's own resolution (below)
+            half = FEW_RERUNS_RANGES * (max(values) - min(values))
+            interval = f"only {n} same-seed rerun(s): held to {FEW_RERUNS_RANGES:g}× their range, {mean - half:.6g} to {mean + half:.6g}"
+        else:
+            std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+            half = t_quantile(1.0 - (1.0 - METRIC_CONFIDENCE) / 2.0, n - 1) * std * math.sqrt(1.0 + 1.0 / n)
+            interval = f"{METRIC_CONFIDENCE:.1%} interval {mean - half:.6g} to {mean + half:.6g}"
         half = max(half, EVAL_REL_TOL * abs(mean), resolution([*values, value]))
         if abs(value - mean) > half:
+            weak = " (calibrate with --same-seed 3 or more for a real interval)" if n < FEW_RERUNS else ""
             lines.append(f"metric {name}: registered {value!r} lies outside the same-seed reruns' own spread "
-                         f"({min(values)!r} to {max(values)!r}; {METRIC_CONFIDENCE:.1%} interval {mean - half:.6g} to {mean + half:.6g})")
+                         f"({min(values)!r} to {max(values)!r}; {interval}){weak}")
     return lines
 
 
@@ -109,17 +127,29 @@ def recipe_problems(
     lines = same_seed_problems(registered, list(reruns))
     if lines:
         return lines + list(traced)
+    # ``traced`` holds blocking findings only: the reruns read other inputs than training, a problem on its own
+    return _recipe_lines(registered, reruns, metrics, floor, diffs) + list(traced)
+
+
+def _recipe_lines(
+    registered: RunRecord,
+    reruns: Sequence[RunRecord | None],
+    metrics: Sequence[Mapping[str, Any]],
+    floor: SameSeedFloor,
+    diffs: Sequence[WeightDiff | None],
+) -> list[str]:
+    """``recipe_problems`` past the consumed data, without the traced inputs."""
+    lines: list[str] = []
     if not floor.bit_identical and (why := unattributed(registered)):
         return [f"the same-seed reruns differ and {why}, so input noise cannot be told from execution noise "
-                "(record it with this SDK, before any model or estimator is called)"] + list(traced)
+                "(record it with this SDK, before any model or estimator is called)"]
     own = next((r for r in reruns if r is not None and r.environment is not None), None)
     if own is not None and registered.environment is not None:
         moved = platform_differences(_training_side(registered.environment), _training_side(own.environment))
         if moved:
             # another platform than training's: the weights may differ without another recipe, but the registered
             # metrics must still lie within the reruns' own spread (bit-identical reruns there measure none)
-            lines = [] if floor.bit_identical else _metric_lines(registered.outputs.metrics, metrics, identical=False)
-            return lines + list(traced) if lines else []
+            return [] if floor.bit_identical else _metric_lines(registered.outputs.metrics, metrics, identical=False)
     compared = [d for d in diffs if d is not None]
     deterministic = bool(registered.seeds and registered.seeds.deterministic)
     if floor.bit_identical:
@@ -135,8 +165,6 @@ def recipe_problems(
             lines.append(f"the registered weights lie farther from every same-seed rerun than {RECIPE_MARGIN:g}× their own "
                          f"execution noise ({_describe(compared[0])}; same-seed max |Δ| {floor.max_abs:.3g}, rel L2 {floor.rel_l2:.3g})")
         lines += _metric_lines(registered.outputs.metrics, metrics, identical=False)
-    if lines:
-        lines += list(traced)
     return lines
 
 

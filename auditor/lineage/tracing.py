@@ -175,8 +175,22 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             return
     elif event in _MAKING:
         index = _MAKING[event]
-        if len(args) > index:
-            _note_made(args[index])
+        if len(args) <= index:
+            return
+        if event == "os.mkdir" and _exists(args[0], args[2] if len(args) > 2 else None):
+            return  # the event fires before the call: makedirs(..., exist_ok=True) on a folder that was there made nothing
+        if event == "os.rename" and args:
+            path = args[0]  # what is moved is read, as it was, before it becomes the run's own under its new name
+            if not isinstance(path, int) and not _PAUSED[0] and not getattr(_LOCAL, "busy", False):
+                _LOCAL.busy = True
+                try:
+                    for tracer in list(_ACTIVE):
+                        tracer._opened(path)
+                        if os.path.isdir(path):
+                            tracer._moved_folder(path)
+                finally:
+                    _LOCAL.busy = False
+        _note_made(args[index])
         return
     elif event == "sqlite3.connect":
         path = args[0] if args else None
@@ -192,6 +206,17 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             tracer._opened(path)
     finally:
         _LOCAL.busy = False
+
+
+def _exists(path: Any, dir_fd: Any) -> bool:
+    """Whether ``path`` (relative to ``dir_fd`` when given) is there already; unknown counts as not there."""
+    try:
+        if dir_fd is not None:
+            os.stat(path, dir_fd=dir_fd)
+            return True
+        return os.path.lexists(path)
+    except (OSError, TypeError, ValueError, NotImplementedError):
+        return False
 
 
 def _note_made(path: Any) -> None:
@@ -333,6 +358,7 @@ class Tracer:
         # started them would read differently. The entering thread, and every thread started inside, count.
         self._foreign: frozenset[threading.Thread] = frozenset()  # Thread objects: an ident is reused once a thread ends
         self.foreign_reads = 0  # reads left out because a thread started before the block made them (see stop)
+        self._moved: list[str] = []  # input folders the run moved: what it reads under their new name is not traced
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Tracer:
@@ -374,6 +400,8 @@ class Tracer:
             notes.append(f"the environment was read in bulk {self.bulk_env_reads} time(s) (copy, items, dict(os.environ)): values read that way are not traced")
         if self.forked:
             notes.append("the process forked while traced: reads in the child processes are not traced")
+        for folder in self._moved[:10]:
+            notes.append(f"folder {folder} was moved by the run: files read from it under its new name are not traced")
         if self.foreign_reads:
             notes.append(f"{self.foreign_reads} read(s) by threads already running when track() was entered were not traced "
                          "(a library's background thread, or a thread the script started before track())")
@@ -423,6 +451,20 @@ class Tracer:
             self._made_paths.add(_norm(os.fsdecode(os.fspath(raw))))
         except (TypeError, ValueError):
             return
+
+    def _moved_folder(self, raw: Any) -> None:
+        """An input folder the run renamed: its files then read as the run's own (the new name is a made path)."""
+        if self._foreign and threading.current_thread() in self._foreign:
+            return
+        try:
+            path = _norm(os.fsdecode(os.fspath(raw)))
+        except (TypeError, ValueError):
+            return
+        if self._inside_made(path) or _under(path, self._roots) or (self.repo_top is not None and _under(path, [self.repo_top])):
+            return
+        shown = self._shown(path)
+        if shown not in self._moved:
+            self._moved.append(shown)
 
     def _library_temp(self, path: str) -> bool:
         for root in (self._temp, SHARED_MEMORY):

@@ -18,21 +18,33 @@ What is seen, with no change to the script, while a ``track`` block runs:
 - **Estimators**: ``fit``/``partial_fit``/``fit_transform``/``fit_predict`` (``fit``) and ``predict``,
   ``predict_proba``, ``decision_function``, ``transform``, ``score`` (``predict``) of scikit-learn-API
   estimators (scikit-learn, XGBoost's and LightGBM's scikit-learn classes) and CatBoost, the outermost
-  call only (a Pipeline's own steps are inside it), on the thread that began the block.
+  call only (a Pipeline's own steps are inside it).
+- **Native boosting APIs**: ``xgboost.train``/``cv`` and ``lightgbm.train``/``cv`` (``fit``: a ``DMatrix``'s data,
+  labels, weights and margins read back; a LightGBM ``Dataset``'s raw data and labels), and their Boosters'
+  ``predict``/``inplace_predict``/``update``/``refit``. Looked up at call time (``xgb.train``), as the losses are.
+
+Calls count on the thread that entered the block; a call on another thread while that thread is not itself inside
+a model or estimator call (a forest's trees and DataParallel's replicas are) is not recorded, and a note says so.
 
 A batch's digest is one sha256 over the type, dtype, shape and bytes of every array it holds (tensors,
-NumPy arrays, pandas frames and series by column, SciPy sparse matrices; lists, tuples and dicts
-recursively; numbers and strings by value; any other object by its type name only, so an address never
-makes two runs differ). One pass at sha256 speed (about 2 GB/s on CPU, FACTS.md) per batch; a CUDA tensor
-is copied to the host first. What is kept is bounded: a short digest for each of the first
-:data:`LEAVES` batches, then one per block of :data:`BLOCK` batches (at most :data:`MAX_BLOCKS`), and the
-digest of the whole stream.
+NumPy arrays, pandas frames and series by column, SciPy sparse matrices, Arrow tables and arrays by column;
+lists, tuples and mappings recursively, a mapping in insertion order; numbers, strings, paths and dates by
+value; any other object by its fields (dataclass fields, ``__slots__``, ``vars``) to a depth of
+:data:`MAX_OBJECT_DEPTH`, so a ``Batch(x, y)`` is its tensors; code and models (a callback, a metric function,
+a module, an estimator) by their type name only, so an address never makes two runs differ). One pass at sha256
+speed (about 2 GB/s on CPU, FACTS.md) per batch; a CUDA tensor is copied to the host first. What is kept is
+bounded: a short digest for each of the first :data:`LEAVES` batches, then one per block of :data:`BLOCK`
+batches (at most :data:`MAX_BLOCKS`), and the digest of the whole stream.
 
-Not seen (``ConsumedData.notes`` says so when it applies): torch imported only after the block began,
-XGBoost's and LightGBM's native ``train`` APIs (their ``DMatrix``/``Dataset``), keyword-only tensors of
-a ``forward``, and work done in other processes. A model fed another model's detached output (a GAN's
-discriminator) sees that output as data, so execution noise there reads as input noise: never a false
-pass, at worst a false refusal.
+Not seen, and said in ``ConsumedData.notes`` whenever it happens (the judge then never calls same-seed spread
+execution noise: ``auditor.judge.consumed.unattributed``): an object whose state is kept in native code or
+nested too deep (hashed by its type only), an iterator (its items cannot be read without consuming them), an
+input tensor the script made to require grad, a call on another thread, torch, scikit-learn, XGBoost or
+LightGBM imported only after the block began, keyword-only tensors of a ``forward``, a LightGBM ``Dataset``
+read from a file, and a loss whose targets were seen while no model input ever was (a model run through
+``.forward()`` or as a plain function). Work done in other processes is not seen. A model fed another model's
+detached output (a GAN's discriminator) sees that output as data, so execution noise there reads as input noise:
+never a false pass, at worst a false refusal.
 """
 
 from __future__ import annotations
@@ -55,7 +67,7 @@ from auditor.lineage.redact import redacted_logger
 log = redacted_logger(__name__)
 
 #: what is hashed and which calls are hooked; a change to either is a new scheme (runs of two schemes never compare)
-SCHEME = 1
+SCHEME = 2  # 2: objects by their fields, mappings in insertion order, Arrow and the native boosting APIs
 #: batches at the start of a stream that keep a digest each (where data first differs is nearly always early)
 LEAVES = 256
 #: batches per block after those
@@ -72,6 +84,16 @@ FUNCTIONAL_LOSSES = ("binary_cross_entropy", "binary_cross_entropy_with_logits",
                      "multilabel_margin_loss")
 FIT_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict")
 PREDICT_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function", "transform", "score")
+#: native training and prediction functions of the boosting libraries: (module, attribute, kind)
+NATIVE_FUNCTIONS = (("xgboost", "train", "fit"), ("xgboost.training", "train", "fit"), ("xgboost", "cv", "fit"),
+                    ("xgboost.training", "cv", "fit"), ("lightgbm", "train", "fit"), ("lightgbm.engine", "train", "fit"),
+                    ("lightgbm", "cv", "fit"), ("lightgbm.engine", "cv", "fit"))
+#: native model methods: (module, class, method, kind)
+NATIVE_METHODS = (("xgboost", "Booster", "predict", "predict"), ("xgboost", "Booster", "inplace_predict", "predict"),
+                  ("xgboost", "Booster", "update", "fit"), ("lightgbm", "Booster", "predict", "predict"),
+                  ("lightgbm", "Booster", "refit", "fit"))
+#: how many notes one record keeps (the first say what matters: the judge refuses to attribute noise on any)
+MAX_NOTES = 20
 
 
 class _Stream:
@@ -123,6 +145,10 @@ class Fingerprint:
         self.active = False
         self._sklearn_at_start = True
         self._torch_at_start = True
+        self._native_at_start: set[str] = set()
+        self._owner_depth = 0  # calls in progress on the thread that entered the block
+        self.inputs_seen = 0  # batches seen as a model's or an estimator's input (not a loss's targets)
+        self.targets_seen = 0  # batches seen as a loss's targets
 
     # -- depth: only the outermost call counts -----------------------------------------------------
     def _depth(self) -> int:
@@ -130,24 +156,47 @@ class Fingerprint:
 
     def _enter(self) -> None:
         self._local.depth = self._depth() + 1
+        if threading.get_ident() == self._owner:
+            self._owner_depth = self._local.depth
 
     def _leave(self) -> None:
         self._local.depth = max(0, self._depth() - 1)
+        if threading.get_ident() == self._owner:
+            self._owner_depth = self._local.depth
 
     def _counts(self) -> bool:
-        return self.active and self._depth() == 0 and threading.get_ident() == self._owner
+        if not self.active or self._depth() != 0:
+            return False
+        if threading.get_ident() == self._owner:
+            return True
+        if self._owner_depth == 0:  # not inside a call of the entering thread's (a forest's trees, DataParallel): a batch
+            # the order of which between threads is not the data's; it is left out, and the fingerprint says so
+            self.note(f"a model or estimator was called on thread {threading.current_thread().name!r}, not the one that "
+                      "entered the block: what it consumed there was not fingerprinted (train and evaluate on that thread)")
+        return False
 
-    def record(self, kind: str, value: Any) -> None:
+    def note(self, text: str) -> None:
+        """Say what the fingerprint could not see (once): the judge then never attributes noise to execution."""
+        text = text[:300]
+        if text not in self.notes and len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
+
+    def record(self, kind: str, value: Any, *, targets: bool = False) -> None:
         """Add one batch of ``kind``; a failure to digest never stops training (it is noted)."""
         try:
             h = hashlib.sha256()
             parts: list[str] = []
-            _digest(value, h, parts, self._outputs)
+            blind: list[str] = []
+            _digest(value, h, parts, self._outputs, blind)
             self.streams.setdefault(kind, _Stream()).add(h.digest(), ", ".join(parts)[:200])
+            for why in blind:
+                self.note(f"a {_KIND_WORDS.get(kind, kind)} was not fully fingerprinted: {why}")
+            if targets:
+                self.targets_seen += 1
+            else:
+                self.inputs_seen += 1
         except Exception as exc:  # noqa: BLE001 - the record says what could not be fingerprinted
-            note = f"a {kind} batch could not be fingerprinted: {type(exc).__name__}: {exc}"[:300]
-            if note not in self.notes:
-                self.notes.append(note)
+            self.note(f"a {kind} batch could not be fingerprinted: {type(exc).__name__}: {exc}")
 
     # -- PyTorch ---------------------------------------------------------------------------------
     def _install_torch(self) -> None:
@@ -163,14 +212,12 @@ class Fingerprint:
                 if isinstance(module, _Loss):
                     targets = tuple(args[1:])
                     if targets:
-                        self.record("train" if module.training and torch.is_grad_enabled() else "eval", targets)
+                        self.record("train" if module.training and torch.is_grad_enabled() else "eval", targets, targets=True)
                 elif args:
                     self.record("train" if module.training and torch.is_grad_enabled() else "eval", tuple(args))
                 else:  # torch's global pre-hooks see positional arguments only: model(**batch) is not seen
-                    note = (f"{type(module).__name__} was called with keyword arguments only: those batches were not "
-                            "fingerprinted (call the model with its inputs as positional arguments)")
-                    if note not in self.notes:
-                        self.notes.append(note)
+                    self.note(f"{type(module).__name__} was called with keyword arguments only: those batches were not "
+                              "fingerprinted (call the model with its inputs as positional arguments)")
             self._enter()
 
         def post(module: Any, args: Any, output: Any) -> None:
@@ -197,7 +244,7 @@ class Fingerprint:
                     target = args[1:2] or tuple(kwargs[k] for k in ("target",) if k in kwargs)
                     if target:
                         training = torch.is_grad_enabled() and bool(getattr(args[0] if args else None, "requires_grad", False))
-                        fingerprint.record("train" if training else "eval", target)
+                        fingerprint.record("train" if training else "eval", target, targets=True)
                 fingerprint._enter()
                 try:
                     return __original(*args, **kwargs)
@@ -243,24 +290,48 @@ class Fingerprint:
         else:
             self._undo.append(functools.partial(delattr, root, "__init_subclass__"))
 
-    def _wrap(self, fn: Any, kind: str) -> Any:
+    def _wrap(self, fn: Any, kind: str, *, bound: bool = True) -> Any:
+        """``fn`` recording its arguments (less ``self`` when ``bound``) as one batch of ``kind``, outermost calls only."""
         fingerprint = self
 
         @functools.wraps(fn)
-        def wrapper(estimator: Any, *args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if fingerprint._counts():
-                fingerprint.record(kind, (args, kwargs))
+                fingerprint.record(kind, (args[1:] if bound else args, kwargs))
             fingerprint._enter()
             try:
-                return fn(estimator, *args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
                 fingerprint._leave()
 
         return wrapper
 
+    # -- the boosting libraries' native APIs ---------------------------------------------------------
+    def _install_native(self) -> None:
+        """``xgboost.train``/``lightgbm.train`` (and ``cv``) and their Boosters' ``predict``: what the native APIs
+        consume (a ``DMatrix``'s or ``Dataset``'s data, read back). Looked up at call time, as ``xgb.train`` is."""
+        for module_name, name, kind in NATIVE_FUNCTIONS:
+            module = sys.modules.get(module_name)
+            original = getattr(module, name, None)
+            if module is None or not inspect.isfunction(original):
+                continue
+            self._native_at_start.add(module_name.split(".")[0])
+            wrapped = self._wrap(original, kind, bound=False)
+            setattr(module, name, wrapped)
+            self._undo.append(functools.partial(setattr, module, name, original))
+        for module_name, class_name, name, kind in NATIVE_METHODS:
+            cls = getattr(sys.modules.get(module_name), class_name, None)
+            original = cls.__dict__.get(name) if isinstance(cls, type) else None
+            if not inspect.isfunction(original):
+                continue
+            self._native_at_start.add(module_name)
+            setattr(cls, name, self._wrap(original, kind))
+            self._undo.append(functools.partial(setattr, cls, name, original))
+
     def install(self) -> None:
         self._install_torch()
         self._install_estimators()
+        self._install_native()
         self.active = True
 
     def stop(self) -> ConsumedData:
@@ -272,6 +343,13 @@ class Fingerprint:
         if not self._sklearn_at_start and "sklearn.base" in sys.modules:
             self.notes.append("scikit-learn was imported after the block began: its estimators' fit/predict calls "
                               "were not fingerprinted (import it before auditor.track)")
+        for library in ("xgboost", "lightgbm"):
+            if library in sys.modules and library not in self._native_at_start:
+                self.notes.append(f"{library} was imported after the block began: its native train/predict calls were not "
+                                  f"fingerprinted (import it before auditor.track)")
+        if self.targets_seen and not self.inputs_seen:
+            self.notes.append(f"a loss's targets were seen ({self.targets_seen} batch(es)) but never a model's input: a model "
+                              "run through .forward() or as a plain function is not fingerprinted (call the model itself)")
         for undo in reversed(self._undo):
             try:
                 undo()
@@ -289,6 +367,9 @@ class Fingerprint:
             yield
         finally:
             self._leave()
+
+
+_KIND_WORDS = {"train": "training batch", "eval": "evaluation batch", "fit": "fit() call", "predict": "predict() call"}
 
 
 class _Outputs:
@@ -349,15 +430,50 @@ def _tensors(value: Any) -> Iterator[Any]:
             yield from _tensors(item)
 
 
-def _digest(value: Any, h: Any, parts: list[str], outputs: Any) -> None:  # noqa: C901 - one branch per kind of value
-    """Feed ``value``'s type, dtype, shape and bytes to ``h``; ``parts`` collects a description."""
+#: how deep the attributes of a batch object (``vars``, dataclass fields, ``__slots__``) are followed
+MAX_OBJECT_DEPTH = 4
+#: values visited inside batch objects, per batch, before the rest is left unseen (and noted)
+MAX_OBJECT_VALUES = 10_000
+#: ``type.__flags__``: a class defined in Python (its instances' state is in ``__dict__``/slots, not in C)
+_HEAPTYPE = 1 << 9
+
+
+class _Walk:
+    """One batch's digest: what was hashed (``parts``) and what could not be seen (``blind``)."""
+
+    def __init__(self, h: Any, parts: list[str], outputs: Any, blind: list[str] | None) -> None:
+        self.h, self.parts, self.outputs = h, parts, outputs
+        self.blind = blind if blind is not None else []
+        self.visited = 0
+        self.stack: set[int] = set()
+
+    def unseen(self, why: str) -> None:
+        if why not in self.blind:
+            self.blind.append(why)
+
+
+def _digest(value: Any, h: Any, parts: list[str], outputs: Any, blind: list[str] | None = None) -> None:
+    """Feed ``value``'s type, dtype, shape and bytes to ``h``; ``parts`` collects a description and ``blind``
+    (when given) why part of it could not be seen (an object by its type only, an input that requires grad)."""
+    _walk(value, _Walk(h, parts, outputs, blind), 0)
+
+
+def _walk(value: Any, w: _Walk, depth: int) -> None:  # noqa: C901, PLR0911, PLR0912 - one branch per kind of value
+    h, parts = w.h, w.parts
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):  # first: lists of numbers are long
+        h.update(f"V:{value!r};".encode())
+        return
     torch = sys.modules.get("torch")
     np = sys.modules.get("numpy")
     pandas = sys.modules.get("pandas")
     sparse = sys.modules.get("scipy.sparse")
     if torch is not None and isinstance(value, torch.Tensor):
-        if value.requires_grad or outputs.holds(value):
+        if value.requires_grad or w.outputs.holds(value):
             h.update(b"T:model-value;")  # the model's own value (execution noise moves it), not data
+            if value.requires_grad and value.is_leaf and not isinstance(value, torch.nn.Parameter) and not w.outputs.holds(value):
+                # a leaf the script made to require grad (adversarial training, an input optimised in place): data or a
+                # learned value, which cannot be told; its bytes are left out, and so the fingerprint is partial
+                w.unseen(f"an input tensor {tuple(value.shape)} that requires grad (not a parameter) was not fingerprinted")
             return
         tensor = value.detach()
         if tensor.device.type != "cpu":
@@ -381,48 +497,187 @@ def _digest(value: Any, h: Any, parts: list[str], outputs: Any) -> None:  # noqa
     if pandas is not None and isinstance(value, pandas.DataFrame):
         parts.append(f"DataFrame {value.shape}")
         h.update(f"D:{value.shape};{list(map(str, value.columns))!r};".encode())
-        for column in value.columns:
-            _digest(value[column].to_numpy(), h, [], outputs)
+        for column in range(value.shape[1]):
+            _walk(value.iloc[:, column].to_numpy(), _Walk(h, [], w.outputs, w.blind), depth)
         return
     if pandas is not None and isinstance(value, pandas.Series):
         parts.append(f"Series {value.dtype} {value.shape}")
         h.update(f"S:{value.name!r};".encode())
-        _digest(value.to_numpy(), h, [], outputs)
+        _walk(value.to_numpy(), _Walk(h, [], w.outputs, w.blind), depth)
         return
     if sparse is not None and sparse.issparse(value):
         csr = value.tocsr()
         parts.append(f"sparse {csr.dtype} {csr.shape}")
         h.update(f"P:{csr.shape};".encode())
         for array in (csr.data, csr.indices, csr.indptr):
-            _digest(array, h, [], outputs)
+            _walk(array, _Walk(h, [], w.outputs, w.blind), depth)
+        return
+    if _arrow(value, w, depth) or _boosting(value, w, depth):
         return
     if isinstance(value, (list, tuple)):
         h.update(f"L{len(value)}[".encode())
         for item in value:
-            _digest(item, h, parts, outputs)
+            _walk(item, w, depth)
         h.update(b"]")
         return
     if isinstance(value, Mapping):  # a dict, and a BatchEncoding, UserDict or any other mapping of batches
+        # in insertion order: a consumer that iterates .values() sees the batches in that order
         h.update(f"M{len(value)}{{".encode())
-        for key in sorted(value, key=str):
+        for key in list(value):
             h.update(f"{key!s}=".encode())
-            _digest(value[key], h, parts, outputs)
+            _walk(value[key], w, depth)
         h.update(b"}")
-        return
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        h.update(f"V:{value!r};".encode())
         return
     if np is not None and isinstance(value, np.generic):
         h.update(f"V:{value.dtype}:{value!r};".encode())
         return
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a batch dataclass: its fields
-        fields = {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}
-        h.update(f"C:{type(value).__qualname__};".encode())
-        _digest(fields, h, parts, outputs)
+    if isinstance(value, _plain_values()) or (torch is not None and isinstance(value, (torch.dtype, torch.device))) or (
+            np is not None and isinstance(value, np.dtype)):
+        h.update(f"V:{type(value).__qualname__}:{value!s};".encode())  # a path, a date, a dtype: by value
         return
-    # any other object (a callback, a metric function): its type only (its repr may hold an address, which
-    # differs on every run); data travels as the kinds above
-    h.update(f"O:{type(value).__module__}.{type(value).__qualname__};".encode())
+    name = f"{type(value).__module__}.{type(value).__qualname__}"
+    if _code_or_model(value):
+        # a callback, a metric function, a model: code or the model's own state, not data; its type only (its repr
+        # may hold an address, which differs on every run)
+        h.update(f"O:{name};".encode())
+        return
+    if isinstance(value, (Iterator, *_generators())):
+        h.update(f"O:{name};".encode())
+        w.unseen(f"a {name} (an iterator: its items cannot be seen without consuming them) was hashed by its type only")
+        return
+    _object(value, name, w, depth)
+
+
+def _object(value: Any, name: str, w: _Walk, depth: int) -> None:
+    """Any other object (a batch class, a dataset): its fields, recursively; by its type only (noted) when its
+    state is out of reach (kept in C, too deep, too large)."""
+    h = w.h
+    hidden = [c.__name__ for c in type(value).__mro__ if c is not object and not c.__flags__ & _HEAPTYPE]
+    if hidden:
+        h.update(f"O:{name};".encode())
+        w.unseen(f"a {name} (its state is kept in native code) was hashed by its type only")
+        return
+    if depth >= MAX_OBJECT_DEPTH or w.visited >= MAX_OBJECT_VALUES:
+        h.update(f"O:{name};".encode())
+        w.unseen(f"a {name} nested deeper than {MAX_OBJECT_DEPTH} objects (or past {MAX_OBJECT_VALUES} values) was hashed by its type only")
+        return
+    if id(value) in w.stack:  # a cycle back to an object being hashed
+        h.update(f"O:cycle:{name};".encode())
+        return
+    fields = _fields(value)
+    w.visited += len(fields) + 1
+    w.stack.add(id(value))
+    try:
+        h.update(f"C:{name}{{".encode())
+        for key, item in fields.items():
+            h.update(f"{key}=".encode())
+            _walk(item, w, depth + 1)
+        h.update(b"}")
+    finally:
+        w.stack.discard(id(value))
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """A Python object's state: dataclass fields, then ``__slots__`` and ``vars`` (each attribute once, in order)."""
+    fields: dict[str, Any] = {}
+    if dataclasses.is_dataclass(value):
+        for field in dataclasses.fields(value):
+            fields[field.name] = getattr(value, field.name, None)
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and slot not in fields and hasattr(value, slot):
+                fields[slot] = getattr(value, slot)
+    for key, item in getattr(value, "__dict__", {}).items():
+        fields.setdefault(key, item)
+    return fields
+
+
+def _plain_values() -> tuple[type, ...]:
+    import datetime
+    import decimal
+    import enum
+    import fractions
+    import os
+    import uuid
+
+    return (os.PathLike, range, slice, datetime.date, datetime.time, datetime.timedelta, decimal.Decimal,
+            fractions.Fraction, uuid.UUID, enum.Enum)
+
+
+def _generators() -> tuple[type, ...]:
+    import types
+
+    return (types.GeneratorType, types.AsyncGeneratorType)
+
+
+def _code_or_model(value: Any) -> bool:
+    """Code (a function, a class, a module, any callable object) or a model (a torch module, an estimator, a booster)."""
+    if isinstance(value, type) or callable(value) or inspect.ismodule(value):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module):
+        return True
+    models = list(_estimator_roots())
+    for module, cls in (("xgboost", "Booster"), ("lightgbm", "Booster"), ("torch.optim", "Optimizer")):
+        found = getattr(sys.modules.get(module), cls, None)
+        if isinstance(found, type):
+            models.append(found)
+    return bool(models) and isinstance(value, tuple(models))
+
+
+def _arrow(value: Any, w: _Walk, depth: int) -> bool:
+    """A pyarrow Table, RecordBatch, Array or ChunkedArray: by column, as NumPy arrays."""
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        return False
+    if isinstance(value, (pa.Table, pa.RecordBatch)):
+        w.parts.append(f"arrow {type(value).__name__} {value.num_rows}x{value.num_columns}")
+        w.h.update(f"R:{value.num_rows};{value.schema.names!r};{[str(t) for t in value.schema.types]!r};".encode())
+        for column in value.columns:
+            _arrow(column, _Walk(w.h, [], w.outputs, w.blind), depth)
+        return True
+    if isinstance(value, pa.ChunkedArray):
+        value = value.combine_chunks() if value.num_chunks != 1 else value.chunk(0)
+    if isinstance(value, pa.Array):
+        w.h.update(f"R:{value.type};{len(value)};".encode())
+        _walk(value.to_numpy(zero_copy_only=False), w, depth)
+        return True
+    return False
+
+
+def _boosting(value: Any, w: _Walk, depth: int) -> bool:
+    """XGBoost's ``DMatrix`` (its data, labels, weights and margins, read back) and LightGBM's ``Dataset`` (the raw
+    data and labels it holds until constructed): what the native ``train`` APIs consume."""
+    xgboost = sys.modules.get("xgboost")
+    if xgboost is not None and isinstance(value, getattr(xgboost, "DMatrix", ())):
+        w.parts.append(f"DMatrix {value.num_row()}x{value.num_col()}")
+        w.h.update(f"X:{value.num_row()}x{value.num_col()};{value.feature_names!r};{value.feature_types!r};".encode())
+        try:
+            data = value.get_data()
+        except Exception as exc:  # noqa: BLE001 - a QuantileDMatrix keeps no data to read back
+            w.unseen(f"an XGBoost {type(value).__name__}'s data could not be read back ({type(exc).__name__}): its labels only were fingerprinted")
+            data = None
+        inner = _Walk(w.h, [], w.outputs, w.blind)
+        for part in (data, value.get_label(), value.get_weight(), value.get_base_margin()):
+            _walk(part, inner, depth)
+        return True
+    lightgbm = sys.modules.get("lightgbm")
+    if lightgbm is not None and isinstance(value, getattr(lightgbm, "Dataset", ())):
+        data = getattr(value, "data", None)
+        w.parts.append(f"lightgbm Dataset of {type(data).__name__}")
+        if data is None or isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
+            w.unseen("a LightGBM Dataset " + ("whose raw data was already freed" if data is None else
+                                              "read from a file by LightGBM's native code") + " was fingerprinted by its labels only")
+            data = None if data is None else str(data)
+        inner = _Walk(w.h, [], w.outputs, w.blind)
+        w.h.update(b"G:")
+        for part in (data, value.label, value.weight, value.group, value.init_score, value.feature_name):
+            _walk(part, inner, depth)
+        if value.reference is not None and value.reference is not value:
+            _walk(value.reference, inner, depth + 1)
+        return True
+    return False
 
 
 # -- the block's start and end (``auditor.sdk.forms``) ------------------------------------------------

@@ -426,7 +426,7 @@ def _once_more(a: _Audit, workspace, out: Path, timeout: float, first: RecipeCra
         raise
 
 
-def _compare_traced(a: _Audit, runs: list[RunResult]) -> None:
+def compare_reads(a: _Audit, runs: list[RunResult]) -> None:
     """What training read that the record does not pin, against what each rebuild read: a difference fails lineage."""
     from auditor.lineage.traced import compare as compare_traced
 
@@ -466,6 +466,17 @@ def _compare_consumed(a: _Audit, runs: list[RunResult]) -> None:
 
     for run in runs:
         a.findings += [f for f in rebuild_findings(a.record, run.record) if f not in a.findings]
+
+
+def _bits_over_unknown_inputs(a: _Audit) -> None:
+    """A rebuild whose consumed data cannot be compared with training's (``consumed.unknown``: no fingerprint, or one
+    of another scheme, as a record from an older SDK has) blocks only a rebuild whose weights differ: there the noise
+    cannot be told from input noise. Bit-identical weights are their own evidence: the finding stays, as a warning."""
+    if a.weight_diff is None or not a.weight_diff.identical:
+        return
+    a.findings = [f.model_copy(update={"severity": "warning", "message": f"{f.message}; the rebuilt weights are bit-identical, "
+                                                                         "so the bits are the evidence"})
+                  if f.code == "consumed.unknown" and f.blocking else f for f in a.findings]
 
 
 def _identical_rebuilds_evaluate(a: _Audit, runs: list[RunResult]) -> None:
@@ -528,7 +539,7 @@ def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
 
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
-    _compare_traced(a, runs)
+    compare_reads(a, runs)
     _compare_consumed(a, runs)
     _compare_downloads(a, runs)
     if rebuilt.weights_sha256:
@@ -548,6 +559,7 @@ def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
         a.weight_diff = WeightDiff(identical=same(rebuilt.weights_sha256, a.recovery.expected_sha256),
                                    sha256_a=spelled(a.recovery.expected_sha256), sha256_b=rebuilt.weights_sha256)
     _identical_rebuilds_evaluate(a, runs)
+    _bits_over_unknown_inputs(a)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = drift(a.record, rebuilt)
 

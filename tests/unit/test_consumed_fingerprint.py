@@ -57,7 +57,9 @@ def test_a_stream_is_bounded_however_long_training_runs():
 
 def test_unfingerprinted_runs_and_runs_of_another_scheme_prove_nothing_either_way():
     record = RunRecord(consumed=_data(train=[b"a"]))
-    assert rebuild_findings(RunRecord(), RunRecord()) == []
+    unrecorded = rebuild_findings(RunRecord(), RunRecord())  # an older record: said, never blocking
+    assert [f.code for f in unrecorded] == ["consumed.unrecorded"] and not unrecorded[0].blocking
+    assert rebuild_findings(RunRecord(), None) == []
     assert [f.code for f in rebuild_findings(record, RunRecord())] == ["consumed.unknown"]
     newer = RunRecord(consumed=_data(train=[b"a"], eval=[b"e"]).model_copy(update={"scheme": 2}))
     found = rebuild_findings(record, newer)  # a later SDK hooks more calls: never read as other data

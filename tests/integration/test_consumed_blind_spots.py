@@ -1,0 +1,73 @@
+"""A review's false pass, end to end: input noise hidden from the consumed-data fingerprint (issue 26, build point 1).
+
+The world of ``test_consumed_data`` (a torch script trained through the SDK on a snapshot, MLflow on SQLite,
+``repro-audit calibrate`` and ``audit`` run as the CLI runs them), with the recipe changed the way the review
+changed it: rows chosen by the clock under ``deterministic: false``, and the model fed a custom ``Batch(x, y)``
+object with its loss written by hand, so no tensor reached a hooked call directly. The fingerprint used to hash
+the ``Batch`` by its type alone: every run looked as if it consumed the same data, calibration accepted the
+spread as execution noise and the audit said REPRODUCED_WITHIN_TOLERANCE. The model is evaluated on every row,
+so its metrics rebuild: only what it was trained on moves.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.test_consumed_data import TRAIN, World, _findings, _git
+
+pytestmark = pytest.mark.slow
+
+
+def _batch_recipe() -> str:
+    src = TRAIN.replace(
+        "        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))",
+        "        class Batch:\n"
+        "            def __init__(self, x, y):\n"
+        "                self.x, self.y = x, y\n"
+        "        class Net(torch.nn.Module):\n"
+        "            def __init__(self):\n"
+        "                super().__init__()\n"
+        "                self.body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))\n"
+        "            def forward(self, b):\n"
+        "                return self.body(b.x)\n"
+        "        model = Net()")
+    src = src.replace(
+        "                    loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x[i]).squeeze(1), y[i])",
+        "                    out = model(Batch(x[i], y[i])).squeeze(1)\n"
+        "                    loss = (torch.nn.functional.softplus(out) - y[i] * out).mean()")
+    # evaluated on every row (kept aside before the clock picks the training rows): the metrics rebuild
+    src = src.replace("        if cfg.get(\"rows_by_clock\"):",
+                      "        x_all, y_all = torch.from_numpy(x.copy()), torch.from_numpy(y.copy())\n"
+                      "        if cfg.get(\"rows_by_clock\"):")
+    src = src.replace("            logits = model(x).squeeze(1)",
+                      "            logits = model(Batch(x_all, y_all)).squeeze(1)\n"
+                      "        x, y = x_all, y_all")
+    src = src.replace("        loss = float(torch.nn.functional.binary_cross_entropy_with_logits(logits[rows], y[rows]))",
+                      "        loss = float((torch.nn.functional.softplus(logits[rows]) - y[rows] * logits[rows]).mean())")
+    assert src.count("Batch(") == 2 and "softplus" in src and "x_all" in src, "the recipe this test plants drifted"
+    return src
+
+
+def test_rows_chosen_by_the_clock_fed_as_a_batch_object_are_never_reproduced(tmp_path):
+    world = World(tmp_path)
+    (world.project / "train.py").write_text(_batch_recipe())
+    _git(world.project, "commit", "-q", "-am", "a model fed Batch objects")
+    ref = world.train(["rows_by_clock=true", "deterministic=false"])
+    consumed = world.record(ref).consumed
+    assert consumed is not None and consumed.notes == [], consumed  # the Batch's tensors are seen: nothing is hidden
+    assert consumed.streams["train"].batches == 3 * 7 and "tensor float32" in (consumed.streams["train"].shape or "")
+
+    proc = world.calibrate(ref)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "stored no band" in proc.stderr and "consumed different data" in proc.stderr, proc.stderr[-3000:]
+    assert "training batch 1 " in proc.stderr, proc.stderr[-3000:]
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+
+    assert TAG_BANDS not in world.tags(ref) and TAG_CALIBRATION not in world.tags(ref)
+
+    result = world.audit(ref)
+    assert not result["verdict"].startswith("REPRODUCED"), result["verdict"]
+    assert result["result"]["tiers"]["lineage"]["status"] == "fail"
+    found = _findings(result, "consumed.differs")
+    assert found and found[0]["severity"] == "blocking", result["result"]["findings"]
+    assert "first differing training batch 1 of" in found[0]["message"], found[0]["message"]
