@@ -20,7 +20,7 @@ from auditor.contract import ENV_STOP_STEP
 from auditor.digests import spelled
 from auditor.errors import BadInput, InfrastructureError, ReproError
 from auditor.rebuild.run import RunResult
-from auditor.steps.audit import rebuild_once
+from auditor.steps.audit import compare_reads, rebuild_once
 from auditor.steps.common import today
 from auditor.uris import run_artifact_path
 
@@ -147,6 +147,7 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
         if index == len(parts) - 1:
             last, hosted = run, run.evaluation_s or 0.0
             _recovered_by(a, run)
+    compare_reads(a, done)  # what every replay read, not only the last: a side file changed under any segment
     replayed = {parts[i].end for i in chosen}
     a.segments = SegmentReplay(
         total=len(parts), selected=chosen,

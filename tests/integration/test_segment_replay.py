@@ -198,3 +198,26 @@ def test_a_side_file_in_the_temp_folder_that_changed_is_named_and_another_shape_
     statistical = result.tiers["statistical"]
     assert statistical.status == "fail" and statistical.summary.startswith("the rebuild is another model"), statistical
     assert "has another shape" in statistical.summary and "[24, 8]" in statistical.summary and "[16, 8]" in statistical.summary
+
+
+def test_a_side_file_read_by_the_first_segment_only_is_named_at_the_minimum_sample(world):
+    """Issue 26 (build points 5 and 6): what every replayed segment read is compared with what training read, not only
+    the last segment's: a learning-rate factor read from the temporary folder during steps 1-10 changed after
+    training; at the minimum sample the first segment is replayed, fails, and the changed file is named."""
+    import tempfile
+    import uuid
+    from pathlib import Path
+
+    side = f"w{uuid.uuid4().hex[:12]}"
+    path = Path(tempfile.gettempdir()) / f"segmented-warm-{side}.txt"
+    path.write_text("1.0")
+    try:
+        train(world, "warm", f"warmup_side={side}")
+        path.write_text("3.0")  # changed after training
+        result = _replay(world, "warm", "2026-12-05", count=1)
+    finally:
+        path.unlink(missing_ok=True)
+    assert result.verdict != Verdict.REPRODUCED_BITWISE and "REPRODUCED" not in result.verdict.value, result.verdict
+    assert 0 in result.segments.selected
+    changed = [f for f in result.findings if f.code == "traced.file_changed"]
+    assert changed and str(path) in changed[0].message, [f.code for f in result.findings]
