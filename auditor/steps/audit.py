@@ -265,7 +265,8 @@ def _recover_artifact(a: _Audit) -> None:
         a.evidence["weights.registered"] = actual
         from auditor.steps.production import deployed_findings, registry_findings
 
-        a.findings += registry_findings(a.session, a.info, actual) + deployed_findings(a.session, a.info, actual)
+        # deployed copies are held to what training documented (the record's sha256), else to the registered bytes
+        a.findings += registry_findings(a.session, a.info, actual) + deployed_findings(a.session, a.info, expected or actual)
     a.recovery = RecoveryCheck(expected_sha256=expected, actual_sha256=actual, registered=dict(a.record.outputs.metrics), unrecoverable=[why] if why else [])
     served = _served_problems(a, expected)
     if served:
