@@ -87,6 +87,54 @@ def rebuild_findings(recorded: RunRecord, rebuilt: RunRecord | None) -> list[Fin
         hint=HINT)]
 
 
+def segment_findings(recorded: RunRecord, replays: list[tuple[int, int, RunRecord | None]], total_steps: int) -> list[Finding]:
+    """What each replayed segment's model consumed in training against the batches training consumed over the same
+    steps (``(start_step, end_step, replay's record)``): other data fails lineage, naming the segment and the batch.
+
+    Training's batches are matched to steps only when they divide evenly (the same number of training batches every
+    step); otherwise, or past the batches training kept one digest each for, a warning says the segment was not
+    compared. Pure."""
+    stream = (recorded.consumed.streams.get("train") if recorded.consumed is not None else None) or ConsumedStream()
+    if not replays:
+        return []
+    if not stream.batches or total_steps <= 0 or stream.batches % total_steps:
+        return [Finding(code="consumed.segments_unmatched", path="consumed.streams.train", severity="warning",
+                        message=(f"training consumed {stream.batches} training batches over {total_steps} steps: not the same "
+                                 "number every step, so the replayed segments' batches were not matched to training's"),
+                        hint="the checkpoints still judge each segment")]
+    per = stream.batches // total_steps
+    out: list[Finding] = []
+    for start, end, replay in replays:
+        steps = f"steps {start + 1}–{end}"
+        got = (replay.consumed.streams.get("train") if replay is not None and replay.consumed is not None else None)
+        if replay is None or replay.consumed is None or replay.consumed.scheme != recorded.consumed.scheme or got is None:
+            out.append(Finding(code="consumed.segments_unmatched", path="consumed.streams.train", severity="warning",
+                               message=f"the replay of {steps} left no comparable fingerprint of its training batches",
+                               hint="the checkpoints still judge the segment"))
+            continue
+        lo, n = start * per, (end - start) * per
+        expected = stream.first[lo:lo + n]
+        if got.batches != n:
+            out.append(Finding(code="consumed.differs", path="consumed.streams.train", severity="blocking",
+                               message=(f"the replay of {steps} consumed {got.batches} training batches where training consumed "
+                                        f"{n} over those steps: the segment ran from other inputs"), hint=HINT))
+            continue
+        for i, (x, y) in enumerate(zip(expected, got.first, strict=False)):
+            if x != y:
+                out.append(Finding(code="consumed.differs", path="consumed.streams.train", severity="blocking",
+                                   message=(f"the replay of {steps} consumed other data than training did over those steps "
+                                            f"(input noise, never execution noise): first differing training batch {lo + i + 1} "
+                                            f"of training's {stream.batches} (digest {x} vs {y})"), hint=HINT))
+                break
+        else:
+            if len(expected) < n:
+                out.append(Finding(code="consumed.segments_unmatched", path="consumed.streams.train", severity="warning",
+                                   message=(f"the replay of {steps}: only {len(expected)} of its {n} training batches are among "
+                                            "the ones training kept a digest each for; the rest were not compared"),
+                                   hint="the checkpoints still judge the segment"))
+    return out
+
+
 def same_seed_problems(registered: RunRecord, reruns: list[RunRecord | None]) -> list[str]:
     """Where same-seed reruns consumed other data than each other or than the registered run, in words. Pure."""
     lines: list[str] = []

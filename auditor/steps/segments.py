@@ -148,6 +148,10 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
             last, hosted = run, run.evaluation_s or 0.0
             _recovered_by(a, run)
     compare_reads(a, done)  # what every replay read, not only the last: a side file changed under any segment
+    from auditor.judge.consumed import segment_findings
+
+    a.findings += segment_findings(a.record, [(parts[i].start, parts[i].end, run.record) for i, run in zip(chosen, done, strict=True)],
+                                   links[-1].step)
     replayed = {parts[i].end for i in chosen}
     a.segments = SegmentReplay(
         total=len(parts), selected=chosen,

@@ -316,3 +316,34 @@ def test_an_input_folder_renamed_by_the_run_is_named_in_the_notes(tmp_path):
     finally:
         traced = tracer.stop()
     assert any(f"folder {folder} was moved" in note for note in traced.notes), traced.notes
+
+
+# -- segments: each replayed segment against training's batches over the same steps ----------------------------
+def _stream(digests):
+    from auditor.lineage.record import ConsumedStream
+
+    return ConsumedStream(batches=len(digests), first=list(digests), digest="sha256:x")
+
+
+def _consumed(digests, scheme=None):
+    from auditor.lineage.record import ConsumedData
+    from auditor.sdk.consumed import SCHEME
+
+    return ConsumedData(scheme=scheme or SCHEME, streams={"train": _stream(digests)})
+
+
+def test_a_replayed_segment_is_held_to_trainings_batches_over_its_steps():
+    from auditor.judge.consumed import segment_findings
+
+    training = RunRecord(consumed=_consumed([f"b{i}" for i in range(12)]))  # 6 steps, 2 batches a step
+    same = RunRecord(consumed=_consumed(["b4", "b5", "b6", "b7"]))  # steps 3-4
+    assert segment_findings(training, [(2, 4, same)], 6) == []
+    other = RunRecord(consumed=_consumed(["b4", "b5", "zz", "b7"]))
+    [found] = segment_findings(training, [(2, 4, other)], 6)
+    assert found.blocking and "steps 3–4" in found.message and "training batch 7 of training's 12" in found.message
+    fewer = RunRecord(consumed=_consumed(["b4", "b5", "b6"]))
+    assert segment_findings(training, [(2, 4, fewer)], 6)[0].blocking
+    uneven = segment_findings(training, [(2, 4, same)], 5)  # 12 batches over 5 steps: not matched, said
+    assert [(f.code, f.blocking) for f in uneven] == [("consumed.segments_unmatched", False)]
+    older = RunRecord(consumed=_consumed(["b4", "b5", "b6", "b7"], scheme=1))
+    assert [(f.code, f.blocking) for f in segment_findings(training, [(2, 4, older)], 6)] == [("consumed.segments_unmatched", False)]
