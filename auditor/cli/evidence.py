@@ -176,10 +176,55 @@ def keygen_cmd(
 ) -> None:
     """Make an Ed25519 signing key for REPRO_SIGNING_KEY; prints the public key's path and key id."""
     from auditor.report.attest import generate_key
+    from auditor.report.pack import fingerprint
 
     public, keyid = generate_key(path)
     # worded so that the one redactor, which masks values after "key:" and "…_KEY=", leaves these paths readable
     console().print(f"wrote an Ed25519 signing key (mode 0600): {path}\n"
                     f"point {SIGNING_KEY.name} at that file to sign every audit\n"
-                    f"public half, for evidence verify --public-key: {public}\nkey id: {keyid}",
+                    f"public half, for evidence verify --public-key: {public}\nkey id: {keyid}\n"
+                    f"fingerprint (give it to supervisors out of band; evidence packs are checked against it): "
+                    f"{fingerprint(public.read_bytes())}",
                     markup=False, soft_wrap=True)
+
+
+@evidence_app.command("fingerprint")
+def fingerprint_cmd(
+    key: Annotated[
+        Path | None,
+        typer.Argument(help=f"A PEM key, public or private (default: the configured signing key, {SIGNING_KEY.name})."),
+    ] = None,
+    verifier: Annotated[
+        bool, typer.Option("--verifier", help="Print the sha256 of this version's pack verifiers (VERIFY.md, verify_pack.py) instead.")
+    ] = False,
+) -> None:
+    """Print a key's fingerprint (sha256:<hex> of its DER SubjectPublicKeyInfo), to hand a supervisor out of band.
+
+    It is what `openssl pkey -pubin -in key.pem -outform DER | sha256sum` prints of an evidence pack's key.pem,
+    and what VERIFY.md's TRUSTED_FPR and verify_pack.py's --trusted-fingerprint take.
+    """
+    from auditor.errors import BadInput
+    from auditor.report.pack import fingerprint, settings_public_key, verifier_digests
+
+    if verifier:
+        from auditor import __version__
+
+        for name, digest in verifier_digests().items():
+            console().print(f"{digest}  {name}  (repro-audit {__version__})", markup=False, soft_wrap=True)
+        return
+    if key is not None:
+        try:
+            pem = key.expanduser().read_bytes()
+        except OSError as exc:
+            raise BadInput(f"key {key} cannot be read ({exc.strerror})", hint="give the path of a PEM key") from None
+        where = str(key)
+    else:
+        from auditor.cli.models import settings_with
+
+        pem = settings_public_key(settings_with())
+        if pem is None:
+            raise BadInput("no key given and no signing key configured",
+                           hint=f"pass the PEM key's path, or set {SIGNING_KEY.name}")
+        where = f"the configured key ({SIGNING_KEY.name})"
+    # printed alone on its line, so that `repro-audit evidence fingerprint` can be captured as is
+    console().print(fingerprint(pem, where), markup=False, soft_wrap=True)

@@ -28,12 +28,15 @@ def pack_cmd(
         str | None,
         typer.Option("--tracking-uri", help="MLflow holding the calibration runs the bands name (default: MLFLOW_TRACKING_URI)"),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print {pack, bytes, files, keyid, left_out} as JSON")] = False,
+    pdf: Annotated[
+        bool, typer.Option("--pdf", help="also print the report to <stem>.pdf with headless Chromium (dates fixed by the audit)")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print {pack, bytes, files, keyid, fingerprint, left_out} as JSON")] = False,
 ) -> None:
     """Pack a published audit: report, evidence, attestation, key, ledger, SHA256SUMS, VERIFY.md, verify_pack.py."""
     from auditor.cli.models import open_session
     from auditor.errors import BadInput
-    from auditor.report.pack import build_pack, settings_public_key, write_pack
+    from auditor.report.pack import build_pack, fingerprint, settings_public_key, write_pack
 
     session = open_session(tracking_uri=tracking_uri, reports=reports)
     if key is not None:
@@ -43,13 +46,15 @@ def pack_cmd(
             raise BadInput(f"public key {key} cannot be read ({exc.strerror})", hint="give the path of a PEM public key") from None
     else:
         public = settings_public_key(session.settings)
-    pack = build_pack(session.store, report, public_key=public, registry=lambda: session.registry)
+    pack = build_pack(session.store, report, public_key=public, registry=lambda: session.registry, pdf=pdf)
     written = write_pack(pack, out)
+    fpr = fingerprint(public, "the public key")
     if as_json:
         emit_json({"pack": str(written), "bytes": len(pack.data), "files": pack.names, "keyid": pack.keyid,
-                   "left_out": pack.left_out})
+                   "fingerprint": fpr, "left_out": pack.left_out})
         return
     left = "".join(f"\n  left out: {x['what']}: {x['why']}" for x in pack.left_out)
-    console().print(f"{written} ({len(pack.data):,} bytes, {len(pack.names)} files, signed by key {pack.keyid}); "
-                    f"check it with VERIFY.md or python3 verify_pack.py inside it{left}",
+    console().print(f"{written} ({len(pack.data):,} bytes, {len(pack.names)} files, signed by key {pack.keyid}, "
+                    f"fingerprint {fpr}); a supervisor checks it with their own copy of VERIFY.md or verify_pack.py "
+                    f"and that fingerprint, given to them apart from the pack{left}",
                     markup=False, highlight=False, soft_wrap=True)

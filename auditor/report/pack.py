@@ -14,15 +14,31 @@ packs, under one folder named after the report's stem:
   ``verify_pack.py`` (standard library and ``cryptography`` only), ``pack.json`` (what is where, what was
   left out and why) and ``SHA256SUMS`` (``sha256sum -c`` format) over all of it.
 
-The PDF is left out: printing one needs a browser (``auditor.report.pdf``), and the pack's README says so.
+Those names are the whole format (``NAMES``, plus ``calibration/<run id>/<artifact>``): both verifiers refuse
+any other file. The report, evidence, attestation, ledger, run record and calibration files are EVIDENCE (bound
+by the signature, the ledger chain or the signed evidence); README, regulatory map, pack.json, SHA256SUMS and
+the two verifiers are EXPLANATION, not evidence. ``VERIFY.md`` and ``verify_pack.py`` are the same bytes in
+every pack (the templates), so that a supervisor runs their own copy, taken from a tagged version of the
+project, and compares the pack's with it (``verifier_digests``; ``repro-audit evidence fingerprint --verifier``).
+The key is pinned by its ``fingerprint`` (sha256 of the DER SubjectPublicKeyInfo), handed to the supervisor
+out of band (``repro-audit evidence fingerprint``): both verifiers fail without one.
+
+The PDF is left out unless asked for (``pdf=True``, ``evidence pack --pdf``): printing one needs headless Chromium
+(``auditor.report.pdf``). Asked for, ``<stem>.pdf`` is printed from the published HTML and its CreationDate and
+ModDate (and a trailer /ID, if any) are set to values derived from the audit, same length, so that packing twice
+with the same Chromium gives the same bytes; the PDF is EXPLANATION (a print of the signed HTML, not signed itself).
 The zip is reproducible: sorted names, fixed timestamps and permissions, so packing the same audit twice
 gives the same bytes.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import io
 import json
+import re
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +60,11 @@ KEY_FILE = "key.pem"
 LEDGER_PART = "ledger.jsonl"
 RECORD_FILE = "run_record.json"
 SUMS = "SHA256SUMS"
+VERIFY_MD = "VERIFY.md"
+#: bound by the signature, the ledger chain or the signed evidence (with the report, evidence and attestation)
+EVIDENCE_NAMES = (KEY_FILE, "pae.bin", "sig.bin", LEDGER_PART, RECORD_FILE)
+#: not evidence: what they say is not vouched for by the signature
+EXPLANATION_NAMES = ("README.md", "REGULATORY_MAP.md", "pack.json", SUMS, VERIFY_MD, VERIFIER)
 #: every member's timestamp: the zip format's earliest, so that packing twice gives the same bytes
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _KEY_HINT = f"pass --public-key, or set {SIGNING_PUBLIC_KEY.name} (or {SIGNING_KEY.name}) to the key that signed the audit"
@@ -108,11 +129,35 @@ def settings_public_key(settings: Settings) -> bytes | None:
     return raw.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
 
 
-def fingerprint(pem: bytes) -> str:
-    """The sha256 (bare hex) of the key's DER SubjectPublicKeyInfo: what ``openssl pkey -outform DER | sha256sum`` prints."""
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat, load_pem_public_key
+def fingerprint(pem: bytes, where: str = "the key") -> str:
+    """``sha256:<hex>`` of the key's DER SubjectPublicKeyInfo, from a public or a private PEM key.
 
-    return sha256_hex(load_pem_public_key(pem).public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
+    The one fingerprint form of the pack: what ``openssl pkey -pubin -in key.pem -outform DER | sha256sum``
+    prints (VERIFY.md's step 0), what verify_pack.py's ``--trusted-fingerprint`` takes and what
+    ``repro-audit evidence fingerprint`` and ``evidence keygen`` print for a supervisor to be given out of band.
+    """
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        PublicFormat,
+        load_pem_private_key,
+        load_pem_public_key,
+    )
+
+    try:
+        key = load_pem_public_key(pem)
+    except (ValueError, TypeError):
+        try:
+            key = load_pem_private_key(pem, password=None).public_key()
+        except (ValueError, TypeError):
+            raise BadInput(f"{where} is not a PEM key (public, or an unencrypted private one)",
+                           hint="give the path of the PEM public key, or of the signing key itself") from None
+    return sha256_digest(key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo))
+
+
+def verifier_digests() -> dict[str, str]:
+    """``{VERIFY.md: sha256:…, verify_pack.py: sha256:…}``: every pack's copies of the two verifiers have these."""
+    return {VERIFY_MD: sha256_digest((TEMPLATES / "pack_verify.md").read_bytes()),
+            VERIFIER: sha256_digest((TEMPLATES / f"{VERIFIER}.txt").read_bytes())}
 
 
 # -- reading and checking the audit --------------------------------------------------------------------------
@@ -206,28 +251,22 @@ def _calibrations(doc: dict[str, Any], registry: Any) -> tuple[dict[str, bytes],
 
 
 # -- the pack's own files -------------------------------------------------------------------------------------
-def _verify_md(stem: str, doc: dict[str, Any], entry: dict[str, Any], keyid: str, pem: bytes) -> bytes:
-    audit = doc.get("audit") or {}
-    model = audit.get("model") or {}
-    values = {"@STEM@": stem, "@AUDIT@": str(audit.get("audit_id")), "@MODEL@": str(model.get("name")),
-              "@VERSION@": str(model.get("version")), "@VERDICT@": str(audit.get("verdict")), "@SEQ@": str(entry["seq"]),
-              "@ENTRY_HASH@": entry["hash"], "@KEYID@": keyid, "@FINGERPRINT@": fingerprint(pem)}
-    text = (TEMPLATES / "pack_verify.md").read_text(encoding="utf-8")
-    for placeholder, value in values.items():
-        text = text.replace(placeholder, value)
-    return text.encode("utf-8")
-
-
-def _readme(stem: str, doc: dict[str, Any], entry: dict[str, Any], names: list[str], left: list[dict[str, str]]) -> bytes:
+def _readme(stem: str, doc: dict[str, Any], entry: dict[str, Any], names: list[str], left: list[dict[str, str]],
+            keyid: str) -> bytes:
     audit = doc.get("audit") or {}
     model = audit.get("model") or {}
     lines = [
         f"# Evidence pack: {model.get('name')} v{model.get('version')}, audit {audit.get('audit_id')}", "",
         f"Verdict: {audit.get('verdict')}. Finished: {audit.get('finished_at') or audit.get('started_at') or 'undated'}. "
-        f"Responsible person: {doc.get('responsible_person') or 'not named'}. Ledger entry {entry['seq']} ({entry['hash']}).", "",
-        "Start with VERIFY.md: it checks every file, the signature and the ledger chain with standard tools, and "
-        f"{VERIFIER} does the same with Python's standard library and `cryptography` only. REGULATORY_MAP.md says "
-        "which clauses this evidence bears on and what it does not cover; it claims no compliance.", "",
+        f"Responsible person: {doc.get('responsible_person') or 'not named'}. Ledger entry {entry['seq']} ({entry['hash']}). "
+        f"Report stem: {stem}. Signed by key id {keyid}.", "",
+        "This README is EXPLANATION, not evidence: whoever made the pack could have written anything here. Check the "
+        "pack with YOUR OWN copy of VERIFY.md's steps or of verify_pack.py, taken from the project's repository at a "
+        "tagged version (their sha256: `repro-audit evidence fingerprint --verifier`), never with the copies inside "
+        "the pack, and with the signing key's fingerprint the institution gave you through another channel "
+        "(`repro-audit evidence fingerprint` prints it), never one read from this pack: both checks fail without it. "
+        "VERIFY.md says which files are evidence (bound by the signature) and which only explain. REGULATORY_MAP.md "
+        "says which clauses this evidence bears on and what it does not cover; it claims no compliance.", "",
         "## Files", "",
     ]
     lines += [f"- `{name}`: {_role(name, stem)}" for name in names]
@@ -241,18 +280,76 @@ def _role(name: str, stem: str) -> str:
         f"{stem}.html": "the report, as published (open it in a browser; it loads nothing from the network)",
         f"{stem}.json": "the JSON evidence the report was rendered from, sealed by its evidence_digest",
         attest.attestation_key(stem): "the in-toto attestation: a DSSE envelope signed with Ed25519",
-        KEY_FILE: "the public key that signed the attestation (compare it with the one you hold)",
+        f"{stem}.pdf": "explanation: the report printed by headless Chromium (not signed itself: the HTML is)",
+        KEY_FILE: "the public key that signed the attestation (its fingerprint must be the one you were given)",
         "pae.bin": "the DSSE pre-authentication encoding of the envelope: the bytes that were signed",
         "sig.bin": "the raw Ed25519 signature from the envelope",
-        RECORD_FILE: "the run record (a copy of the one inside the evidence)",
+        RECORD_FILE: "the run record (a copy of the one inside the evidence, checked against it)",
         LEDGER_PART: "the ledger entries from genesis to this audit, one canonical JSON entry a line",
-        "REGULATORY_MAP.md": "the clauses this evidence bears on, with sources and what is not covered",
-        "VERIFY.md": "how to check this pack with standard tools",
-        VERIFIER: "a standalone verifier (Python standard library and cryptography)",
-        "pack.json": "what is where in this pack, and what was left out",
-        SUMS: "the sha256 of every other file (sha256sum -c SHA256SUMS)",
+        "REGULATORY_MAP.md": "explanation: the clauses this evidence bears on, with sources and what is not covered",
+        VERIFY_MD: "explanation: how to check a pack with standard tools (run your own copy)",
+        VERIFIER: "explanation: a standalone verifier, standard library and cryptography (run your own copy)",
+        "pack.json": "explanation: what is where in this pack, and what was left out",
+        SUMS: "explanation: the sha256 of every other file (sha256sum -c SHA256SUMS)",
     }
     return roles.get(name, "calibration evidence named by a band" if name.startswith("calibration/") else "")
+
+
+_PDF_DATE = re.compile(rb"/(CreationDate|ModDate) ?\((D:[^)]*)\)")
+_PDF_ID = re.compile(rb"/ID ?\[ ?<([0-9A-Fa-f]+)> ?<([0-9A-Fa-f]+)> ?\]")
+
+
+def _pdf_date(doc: dict[str, Any]) -> bytes:
+    """``D:YYYYMMDDHHMMSS+00'00'`` of the audit's finish (else start; else the zip epoch), in UTC."""
+    audit = doc.get("audit") or {}
+    when = dt.datetime(*ZIP_TIME, tzinfo=dt.UTC)
+    for value in (audit.get("finished_at"), audit.get("started_at")):
+        try:
+            parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        when = parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+        break
+    return when.strftime("D:%Y%m%d%H%M%S+00'00'").encode("ascii")
+
+
+def normalise_pdf(data: bytes, date: bytes, seed: bytes) -> bytes | None:
+    """The PDF with its dates set to ``date`` and a trailer /ID derived from ``seed``, each the same length as what
+    it replaces (the cross-reference offsets stay right); None when a date has another length (not normalised)."""
+    lengths_ok = True
+
+    def _date(match: re.Match[bytes]) -> bytes:
+        nonlocal lengths_ok
+        if len(match.group(2)) != len(date):
+            lengths_ok = False
+            return match.group(0)
+        return match.group(0).replace(match.group(2), date)
+
+    def _id(match: re.Match[bytes]) -> bytes:
+        out = match.group(0)
+        for part in (match.group(1), match.group(2)):
+            out = out.replace(part, hashlib.sha256(seed).hexdigest().upper().encode()[: len(part)].ljust(len(part), b"0"), 1)
+        return out
+
+    data = _PDF_ID.sub(_id, _PDF_DATE.sub(_date, data))
+    return data if lengths_ok else None
+
+
+def _print_pdf(stem: str, report: bytes, doc: dict[str, Any]) -> tuple[bytes | None, str]:
+    """(the normalised PDF, "") or (None, why it was left out)."""
+    from auditor.report.pdf import print_pdf
+
+    with tempfile.TemporaryDirectory(prefix="repro-pack-pdf-") as scratch:
+        html = Path(scratch) / f"{stem}.html"
+        html.write_bytes(report)
+        try:
+            printed = print_pdf(html, Path(scratch) / f"{stem}.pdf").read_bytes()
+        except ReproError as exc:
+            return None, f"it could not be printed: {exc}"
+    data = normalise_pdf(printed, _pdf_date(doc), report)
+    if data is None:
+        return None, "this Chromium writes dates of another form: the PDF would differ from one packing to the next"
+    return data, ""
 
 
 def _zip(stem: str, files: dict[str, bytes]) -> bytes:
@@ -292,24 +389,33 @@ def _audit_files(store: BlobStore, stem: str, pem: bytes) -> tuple[dict[str, byt
              LEDGER_PART: b"".join(ledger.entry_bytes(e) for e in chain)}
     manifest = {"kind": KIND, "version": VERSION, "stem": stem, "report": entry["report"]["key"],
                 "evidence": entry["evidence"]["key"], "attestation": entry["attestation"]["key"],
-                "key": {"file": KEY_FILE, "keyid": keyid, "fingerprint_sha256": fingerprint(pem)},
+                "key": {"file": KEY_FILE, "keyid": keyid, "fingerprint": fingerprint(pem)},
                 "ledger": {"file": LEDGER_PART, "seq": entry["seq"], "entry_hash": entry["hash"]}}
     return files, doc, manifest
 
 
-def build_pack(store: BlobStore, report: str, *, public_key: bytes | None, registry: Any = None) -> Pack:
+def build_pack(store: BlobStore, report: str, *, public_key: bytes | None, registry: Any = None,
+               pdf: bool = False) -> Pack:
     """The evidence pack of the published audit ``report`` names (a stem, ``<stem>.html`` or a path to it).
 
     ``public_key`` is the PEM of the key that signed it; ``registry`` (a registry, or a callable opening
     one) reads the calibration evidence the bands name; without it that evidence is left out, and said so.
+    ``pdf`` prints the report with headless Chromium into ``<stem>.pdf`` (left out, and said why, when it cannot).
     """
     stem = stem_of(report)
     if public_key is None:
         raise BadInput(f"no public key to check {stem}'s attestation with", hint=_KEY_HINT)
     files, doc, manifest = _audit_files(store, stem, public_key)
     _same_as_given(report, files[manifest["report"]], store)
-    left = [{"what": "the report as PDF", "why": "printing it needs a browser (repro-audit report pdf); the HTML is the "
-                                                   "published, signed form"}]
+    left = []
+    printed, why = _print_pdf(stem, files[manifest["report"]], doc) if pdf else (None, "")
+    if printed is not None:
+        files[f"{stem}.pdf"] = printed
+        manifest["pdf"] = f"{stem}.pdf"
+    else:
+        left.append({"what": "the report as PDF",
+                     "why": why or "printing it needs a browser (evidence pack --pdf, or repro-audit report pdf); the HTML "
+                                   "is the published, signed form"})
     record = (doc.get("audit") or {}).get("record")
     if record is not None:
         files[RECORD_FILE] = (pretty_json(record) + "\n").encode("utf-8")
@@ -321,11 +427,11 @@ def build_pack(store: BlobStore, report: str, *, public_key: bytes | None, regis
     manifest["calibration"], manifest["left_out"] = rows, left + missing
     files["pack.json"] = (pretty_json(manifest) + "\n").encode("utf-8")
     files["REGULATORY_MAP.md"] = regmap.markdown(doc).encode("utf-8")
-    files[VERIFIER] = (TEMPLATES / f"{VERIFIER}.txt").read_bytes()
+    files[VERIFIER] = (TEMPLATES / f"{VERIFIER}.txt").read_bytes()  # the same bytes in every pack: see verifier_digests
+    files[VERIFY_MD] = (TEMPLATES / "pack_verify.md").read_bytes()
     entry = {"seq": manifest["ledger"]["seq"], "hash": manifest["ledger"]["entry_hash"]}
-    files["VERIFY.md"] = _verify_md(stem, doc, entry, manifest["key"]["keyid"], files[KEY_FILE])
     names = sorted([*files, "README.md", SUMS])
-    files["README.md"] = _readme(stem, doc, entry, names, manifest["left_out"])
+    files["README.md"] = _readme(stem, doc, entry, names, manifest["left_out"], manifest["key"]["keyid"])
     files[SUMS] = sums(files)
     return Pack(data=_zip(stem, files), stem=stem, names=names, keyid=manifest["key"]["keyid"], left_out=manifest["left_out"])
 
@@ -346,4 +452,5 @@ def write_pack(pack: Pack, out: Path) -> Path:
     return out
 
 
-__all__ = ["KIND", "Pack", "build_pack", "public_pem", "settings_public_key", "stem_of", "sums", "write_pack"]
+__all__ = ["EVIDENCE_NAMES", "EXPLANATION_NAMES", "KIND", "Pack", "build_pack", "fingerprint", "public_pem",
+           "settings_public_key", "stem_of", "sums", "verifier_digests", "write_pack"]

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from auditor.settings import DEPLOYED_ARTIFACTS
+
 #: said above the map wherever it is shown
 DISCLAIMER = (
     "This map names the clauses that this audit's evidence bears on and the parts of the evidence that do. "
@@ -74,9 +76,14 @@ CLAUSES: tuple[Clause, ...] = (
         topic="confirmation that the production model is the documented one",
         quote="the rating model implemented in the production system is the same as the one described in the documentation",
         evidence=("the registered weights' sha256, a subject of the signed attestation",
-                  "the artifact recovery tier: the registered file is the one the run record names"),
-        not_covered=("the deployed artifact itself: this audit compares the registered version with a rebuild, "
-                     "not with what a production system has loaded",),
+                  "the artifact recovery tier: the registered file is the one the run record names",
+                  "the production check (repro-audit coverage): the registry's copy behind each production alias and "
+                  f"each deployed copy named in {DEPLOYED_ARTIFACTS.name} are hashed against the audited artifact; a "
+                  "difference is a finding on the report and the coverage page"),
+        not_covered=("golden-set predictions of the deployed model: a deployed copy is compared by its bytes, not by "
+                     "what it predicts",
+                     f"deployed copies not named in settings ({DEPLOYED_ARTIFACTS.name}): what a production system "
+                     "loaded from anywhere else is not compared"),
         tiers=("artifact_recovery",),
     ),
     Clause(

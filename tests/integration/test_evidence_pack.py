@@ -25,7 +25,7 @@ from auditor.digests import sha256_digest
 from auditor.errors import BadInput, Findings
 from auditor.report import regmap
 from auditor.report.attest import generate_key
-from auditor.report.pack import build_pack, sums
+from auditor.report.pack import TEMPLATES, build_pack, fingerprint, sums
 from auditor.report.publish import publish
 from auditor.settings import Settings
 from auditor.storage import open_store
@@ -65,7 +65,7 @@ def published(tmp_path_factory) -> dict:
     registry = OneRunRegistry({(CALIBRATION_RUN, "calibration.json"): CALIBRATION})
     pack = build_pack(open_store(reports), stems[1], public_key=public.read_bytes(), registry=registry)
     return {"root": root, "reports": reports, "stems": stems, "public": public, "keyid": keyid, "other": other,
-            "registry": registry, "pack": pack}
+            "registry": registry, "pack": pack, "fpr": fingerprint(public.read_bytes())}
 
 
 @pytest.fixture(scope="module")
@@ -96,19 +96,37 @@ def unzip(data: bytes, where: Path) -> Path:
     return where / top.pop()
 
 
-def verify_md_route(folder: Path) -> subprocess.CompletedProcess:
-    """VERIFY.md's own command for running every sh block (the first text block), in the pack folder."""
-    text = (folder / "VERIFY.md").read_text()
-    command = text.split("```text\n", 1)[1].split("\n", 1)[0]
-    assert "bash -e" in command
-    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(folder.parent), "HOME": str(folder.parent)}
+#: the supervisor's own copies of the two verifiers: the project's, never the pack's (the pack's are the same bytes)
+OWN_VERIFY_MD = TEMPLATES / "pack_verify.md"
+OWN_VERIFIER = TEMPLATES / "verify_pack.py.txt"
+
+
+def verify_md_route(folder: Path, fpr: str | None = None, *, own: Path = OWN_VERIFY_MD,
+                    **env_extra: str) -> subprocess.CompletedProcess:
+    """VERIFY.md's own command for running every sh block (its first text block), with ``own`` as the supervisor's
+    copy of VERIFY.md and ``fpr`` as TRUSTED_FPR (unset when None), in the pack folder."""
+    text = own.read_text()
+    block = text.split("```text\n", 1)[1].split("\n```", 1)[0]
+    command = next(line for line in block.splitlines() if "bash -e" in line)
+    assert '"$OWN_VERIFY_MD"' in command and "TRUSTED_FPR=" in block and "OWN_VERIFY_MD=" in block
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(folder.parent), "HOME": str(folder.parent), "OWN_VERIFY_MD": str(own),
+           **env_extra}
+    if fpr is not None:
+        env["TRUSTED_FPR"] = fpr
     return subprocess.run(["bash", "-c", command], cwd=folder, capture_output=True, text=True, env=env, timeout=60)
 
 
-def verifier_route(python: Path, folder: Path, *extra: str) -> subprocess.CompletedProcess:
+def verifier_route(python: Path, folder: Path, *extra: str, own: Path | None = OWN_VERIFIER) -> subprocess.CompletedProcess:
+    """``own`` (the supervisor's copy of verify_pack.py; None: the pack's own) run on ``folder`` with ``extra``."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(folder.parent)}
-    return subprocess.run([str(python), "verify_pack.py", *extra], cwd=folder, capture_output=True, text=True,
+    script = str(own) if own is not None else "verify_pack.py"
+    return subprocess.run([str(python), script, str(folder), *extra], cwd=folder, capture_output=True, text=True,
                           env=env, timeout=60)
+
+
+def pinned(published: dict) -> tuple[str, str]:
+    """verify_pack.py's options pinning the key the fixture signed with."""
+    return "--trusted-fingerprint", published["fpr"]
 
 
 @pytest.fixture()
@@ -177,15 +195,19 @@ def test_an_altered_calibration_or_another_key_is_refused(published):
 # -- the two routes -----------------------------------------------------------------------------------------------
 def test_both_routes_verify_an_untouched_pack_without_repro_audit(published, folder, fresh_python):
     _need("bash", "sha256sum", "openssl", "base64", "cmp", "grep")
-    shell = verify_md_route(folder)
+    shell = verify_md_route(folder, published["fpr"])
     assert shell.returncode == 0, shell.stdout + shell.stderr
     assert "Signature Verified Successfully" in shell.stdout
-    assert "ok: files, signature, subjects and ledger chain verified" in shell.stdout
+    assert f"ok: key.pem is the key you trust ({published['fpr']})" in shell.stdout
+    assert shell.stdout.rstrip().endswith("ok: key, files, signature, subjects, ledger chain, run record and calibration verified")
     no_repro = subprocess.run([str(fresh_python), "-c", "import auditor"], cwd=folder, capture_output=True, text=True)
     assert no_repro.returncode != 0 and "No module named 'auditor'" in no_repro.stderr
     python = verifier_route(fresh_python, folder, "--trusted-key", str(published["public"]))
     assert python.returncode == 0, python.stderr
-    assert python.stdout.startswith("ok: 14 files match SHA256SUMS") and "(the key you trust)" in python.stdout
+    assert python.stdout.startswith("ok: 14 files match SHA256SUMS") and ", the key you trust)" in python.stdout
+    assert "WARNING" not in python.stdout
+    by_fingerprint = verifier_route(fresh_python, folder, *pinned(published))
+    assert by_fingerprint.returncode == 0 and by_fingerprint.stdout == python.stdout, by_fingerprint.stderr
 
 
 FILES = sorted({"HTML", "JSON", "INTOTO", "key.pem", "pae.bin", "sig.bin", "run_record.json", "CALIBRATION",
@@ -204,17 +226,11 @@ def test_flipping_one_byte_of_any_file_fails_each_route_naming_it(label, publish
     path = folder / name
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
-    if name == "verify_pack.py":  # the verifier run is the pristine one: a reader runs their own copy
-        pristine = folder.parent / "pristine_verify_pack.py"
-        shutil.copy(path, pristine)
-    path.write_bytes(bytes(data))
-    shell = verify_md_route(folder)
+    path.write_bytes(bytes(data))  # both routes run the supervisor's own copies, not the pack's
+    shell = verify_md_route(folder, published["fpr"])
     failed = [line for line in (shell.stdout + shell.stderr).splitlines() if "FAILED" in line]
     assert shell.returncode != 0 and any(name in line for line in failed), shell.stdout + shell.stderr
-    if name == "verify_pack.py":
-        python = subprocess.run([str(fresh_python), str(pristine), str(folder)], capture_output=True, text=True, timeout=60)
-    else:
-        python = verifier_route(fresh_python, folder)
+    python = verifier_route(fresh_python, folder, *pinned(published))
     assert python.returncode == 1, python.stdout + python.stderr
     named = f"FAILED: {name}: " if name != "SHA256SUMS" else "SHA256SUMS"  # a flipped sum names its line's file
     assert python.stderr.startswith("FAILED: ") and named in python.stderr, python.stderr
@@ -229,17 +245,22 @@ def test_swapping_the_public_key_fails_each_route_naming_it(resum, published, fo
         files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
                  if p.is_file() and p.name != "SHA256SUMS"}
         (folder / "SHA256SUMS").write_bytes(sums(files))
-    shell = verify_md_route(folder)
+    shell = verify_md_route(folder, published["fpr"])
     failed = [line for line in (shell.stdout + shell.stderr).splitlines() if "FAILED" in line]
     assert shell.returncode != 0 and any("key.pem" in line for line in failed), shell.stdout + shell.stderr
-    python = verifier_route(fresh_python, folder)
+    python = verifier_route(fresh_python, folder, *pinned(published))
     assert python.returncode == 1 and python.stderr.startswith("FAILED: key.pem: "), python.stderr
+    unpinned = verifier_route(fresh_python, folder, "--no-key-check")  # even against its own key, the signature fails
+    assert unpinned.returncode == 1 and unpinned.stderr.startswith("FAILED: key.pem: "), unpinned.stderr
 
 
 def test_a_pack_signed_by_a_key_other_than_the_trusted_one_fails(published, folder, fresh_python):
     other = published["other"].with_name("other.pem.pub")
     python = verifier_route(fresh_python, folder, "--trusted-key", str(other))
-    assert python.returncode == 1 and "key.pem: is not the key you trust" in python.stderr, python.stderr
+    assert python.returncode == 1 and "FAILED: key.pem: its fingerprint" in python.stderr, python.stderr
+    assert "the pack was signed by another key" in python.stderr
+    shell = verify_md_route(folder, fingerprint(other.read_bytes()))
+    assert shell.returncode != 0 and "FAILED: key.pem: its fingerprint" in shell.stderr, shell.stdout + shell.stderr
 
 
 def test_an_unsigned_audit_is_not_packed(tmp_path):
@@ -284,8 +305,8 @@ def test_the_verifier_runs_nothing_of_ours():
     assert os.path.basename(__file__).startswith("test_")
 
 
-BOUND = {"HTML": "both", "JSON": "both", "INTOTO": "both", "ledger.jsonl": "both", "run_record.json": "python",
-         "CALIBRATION": "python"}
+BOUND = {"HTML": "both", "JSON": "both", "INTOTO": "both", "ledger.jsonl": "both", "run_record.json": "both",
+         "CALIBRATION": "both"}
 
 
 @pytest.mark.parametrize("label", sorted(BOUND))
@@ -299,11 +320,13 @@ def test_an_edit_with_SHA256SUMS_rewritten_is_still_caught_by_the_signature_or_t
     (folder / name).write_bytes(bytes(data))
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
     (folder / "SHA256SUMS").write_bytes(sums(files))
-    python = verifier_route(fresh_python, folder)
+    python = verifier_route(fresh_python, folder, *pinned(published))
     assert python.returncode == 1 and python.stderr.startswith("FAILED: "), python.stderr
     if BOUND[label] == "both":
-        shell = verify_md_route(folder)
+        shell = verify_md_route(folder, published["fpr"])
         assert shell.returncode != 0 and "FAILED" in shell.stdout + shell.stderr, shell.stdout + shell.stderr
+        if label in ("run_record.json", "CALIBRATION"):  # the shell route's own check of them (step 6)
+            assert f"FAILED: {name}: " in shell.stderr, shell.stderr
 
 
 def test_the_report_partial_renders_the_map_with_the_reports_own_environment(published, folder):
@@ -333,12 +356,12 @@ def test_an_unsigned_manifest_cannot_switch_a_check_off_or_name_another_signer(p
     (folder / "pack.json").write_text(json.dumps(manifest))
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
     (folder / "SHA256SUMS").write_bytes(sums(files))
-    edited = verifier_route(fresh_python, folder)
+    edited = verifier_route(fresh_python, folder, *pinned(published))
     assert edited.returncode == 1 and "run_record.json" in edited.stderr, edited.stderr
     record.unlink()  # and with the record removed too
     files.pop("run_record.json")
     (folder / "SHA256SUMS").write_bytes(sums(files))
-    removed = verifier_route(fresh_python, folder)
+    removed = verifier_route(fresh_python, folder, *pinned(published))
     assert removed.returncode == 1 and "run_record.json" in removed.stderr, removed.stderr
 
 
@@ -348,6 +371,35 @@ def test_the_success_line_names_the_key_that_signed(published, folder, fresh_pyt
     (folder / "pack.json").write_text(json.dumps(manifest))
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
     (folder / "SHA256SUMS").write_bytes(sums(files))
-    ok = verifier_route(fresh_python, folder)
-    assert ok.returncode == 0, ok.stderr
-    assert "0" * 64 not in ok.stdout and published["keyid"] in ok.stdout
+    ok = verifier_route(fresh_python, folder, *pinned(published))
+    assert ok.returncode == 1 and ok.stderr.startswith("FAILED: pack.json: its 'key' is not what the signed files say")
+    assert published["keyid"] in ok.stderr  # the key id computed from key.pem, not pack.json's claim
+
+
+def test_a_pack_with_the_pdf_is_reproducible_and_verifies(published, tmp_path, fresh_python):
+    """``--pdf``: the report printed by headless Chromium, its dates set from the audit, so packing twice gives the same
+    bytes; the PDF is explanation (the HTML is signed), named in pack.json, and both routes accept it."""
+    from auditor.report.pdf import find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("no Chromium to print the PDF")
+    _need("bash", "sha256sum", "openssl")
+    store = open_store(published["reports"])
+    packs = [build_pack(store, published["stems"][1], public_key=published["public"].read_bytes(),
+                        registry=published["registry"], pdf=True) for _ in range(2)]
+    assert packs[0].data == packs[1].data
+    stem = published["stems"][1]
+    folder = unzip(packs[0].data, tmp_path)
+    pdf = (folder / f"{stem}.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/CreationDate (D:2026" in pdf
+    manifest = json.loads((folder / "pack.json").read_text())
+    assert manifest["pdf"] == f"{stem}.pdf" and not any("PDF" in x["what"] for x in manifest["left_out"])
+    shell = verify_md_route(folder, published["fpr"])
+    assert shell.returncode == 0, shell.stdout + shell.stderr
+    python = verifier_route(fresh_python, folder, *pinned(published))
+    assert python.returncode == 0, python.stderr
+    (folder / f"{stem}.pdf").unlink()  # dropped, with the sums rewritten: pack.json still names it
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS"}
+    (folder / "SHA256SUMS").write_bytes(sums(files))
+    python = verifier_route(fresh_python, folder, *pinned(published))
+    assert python.returncode == 1 and python.stderr.startswith("FAILED: pack.json: its 'pdf'"), python.stderr
