@@ -67,7 +67,7 @@ from auditor.lineage.redact import redacted_logger
 log = redacted_logger(__name__)
 
 #: what is hashed and which calls are hooked; a change to either is a new scheme (runs of two schemes never compare)
-SCHEME = 2  # 2: objects by their fields, mappings in insertion order, Arrow and the native boosting APIs
+SCHEME = 2  # 2: objects by their fields, mappings in insertion order, Arrow, the native boosting APIs, loss weights
 #: batches at the start of a stream that keep a digest each (where data first differs is nearly always early)
 LEAVES = 256
 #: batches per block after those
@@ -210,7 +210,10 @@ class Fingerprint:
         def pre(module: Any, args: Any) -> None:
             if self._counts():
                 if isinstance(module, _Loss):
-                    targets = tuple(args[1:])
+                    # the targets and the loss's own per-row weights (weight=, pos_weight= buffers): rows chosen by 0/1
+                    # weights are chosen rows
+                    buffers = tuple(b for _, b in sorted(module.named_buffers(recurse=False)) if b is not None)
+                    targets = tuple(args[1:]) + buffers
                     if targets:
                         self.record("train" if module.training and torch.is_grad_enabled() else "eval", targets, targets=True)
                 elif args:
@@ -241,7 +244,8 @@ class Fingerprint:
 
             def wrapper(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
                 if fingerprint._counts():
-                    target = args[1:2] or tuple(kwargs[k] for k in ("target",) if k in kwargs)
+                    # everything but the model's output: the target and any weight=/pos_weight= (0/1 weights choose rows)
+                    target = tuple(args[1:]) + tuple(kwargs[k] for k in sorted(kwargs) if k != "input")
                     if target:
                         training = torch.is_grad_enabled() and bool(getattr(args[0] if args else None, "requires_grad", False))
                         fingerprint.record("train" if training else "eval", target, targets=True)

@@ -347,3 +347,29 @@ def test_a_replayed_segment_is_held_to_trainings_batches_over_its_steps():
     assert [(f.code, f.blocking) for f in uneven] == [("consumed.segments_unmatched", False)]
     older = RunRecord(consumed=_consumed(["b4", "b5", "b6", "b7"], scheme=1))
     assert [(f.code, f.blocking) for f in segment_findings(training, [(2, 4, older)], 6)] == [("consumed.segments_unmatched", False)]
+
+
+# -- loss weights: rows chosen by 0/1 sample weights are chosen rows (review: a false pass through weight=) --------
+@pytest.mark.parametrize("how", ["functional weight=", "module pos_weight buffer"])
+def test_per_row_loss_weights_are_fingerprinted(how):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    x, y = torch.as_tensor(A), (torch.as_tensor(A[:, 0]) > 0).float()
+
+    def feed(mask):
+        def run():
+            out = model(x).squeeze(1)
+            if how.startswith("functional"):
+                F.binary_cross_entropy_with_logits(out, y, weight=mask).backward()
+            else:
+                torch.nn.BCEWithLogitsLoss(pos_weight=mask)(out, y).backward()
+        return run
+
+    ones = torch.ones(32)
+    some = ones.clone()
+    some[::5] = 0.0
+    _seen_and_complete(_fingerprint(feed(ones)), _fingerprint(feed(some)))
+    assert not differences(_fingerprint(feed(ones)), _fingerprint(feed(ones.clone())))
