@@ -71,3 +71,23 @@ def test_rows_chosen_by_the_clock_fed_as_a_batch_object_are_never_reproduced(tmp
     found = _findings(result, "consumed.differs")
     assert found and found[0]["severity"] == "blocking", result["result"]["findings"]
     assert "first differing training batch 1 of" in found[0]["message"], found[0]["message"]
+
+
+def test_rows_chosen_by_the_clock_through_zero_one_loss_weights_are_never_reproduced(tmp_path):
+    """A second review's false pass: every row is fed to the model, but the clock chooses which count, through the
+    loss's per-row ``weight=`` (0 or 1). The loss's weights are its data: the fingerprint sees them differ."""
+    loss = "                    loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x[i]).squeeze(1), y[i])"
+    model = "        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))"
+    assert loss in TRAIN and model in TRAIN, "the recipe this test plants drifted"
+    src = TRAIN.replace(model, "        wts = torch.from_numpy((np.random.default_rng(time.time_ns()).random(len(y)) < 0.875)"
+                               ".astype('float32')) if cfg.get('weight_by_clock') else torch.ones(len(y))\n" + model)
+    src = src.replace(loss, loss[:-1] + ", weight=wts[i])")
+    world = World(tmp_path)
+    (world.project / "train.py").write_text(src)
+    _git(world.project, "commit", "-q", "-am", "rows weighted by the clock")
+    ref = world.train(["weight_by_clock=true", "deterministic=false"])
+    proc = world.calibrate(ref)
+    assert proc.returncode == 1 and "consumed different data" in proc.stderr, proc.stderr[-3000:]
+    result = world.audit(ref)
+    assert not result["verdict"].startswith("REPRODUCED"), result["verdict"]
+    assert _findings(result, "consumed.differs"), result["result"]["findings"]
