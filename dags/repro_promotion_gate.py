@@ -16,7 +16,7 @@ from airflow.sdk import dag, task
 
 from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
 from auditor.airflow.notifications import failure_notifiers
-from auditor.airflow.promotion import ALIAS_STATE_KEY, AliasMoveSensor, PromotionGate, alias_poll_schedule
+from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, RememberAliases, alias_poll_schedule
 
 
 @dag(
@@ -42,16 +42,9 @@ def repro_promotion_gate() -> None:
 
         return gate_row(move, task_session(context).compare(move["candidate"], move["incumbent"]).model_dump(mode="json"))
 
-    @task
-    def remember(**context) -> dict:
-        """Every move was compared (the gate's colour aside): the aliases the sensor saw are now the state last seen."""
-        from auditor.airflow.promotion import remember_aliases
-
-        return remember_aliases(context["ti"].xcom_pull(task_ids=moved.task_id, key=ALIAS_STATE_KEY))
-
     compared = compare.expand(move=moved.output)
     PromotionGate.partial().expand(row=compared)
-    compared >> remember()
+    compared >> RememberAliases(sensor_task_id=moved.task_id)  # every move compared (red or green): remembered
 
 
 repro_promotion_gate()

@@ -8,7 +8,7 @@ the one it left the incumbent. An alias seen for the first time is remembered, n
 no incumbent). The sensor succeeds with the moves as its XCom, or is skipped (``soft_fail``) when nothing
 moved before its timeout, so a quiet poll is no red square. The aliases it saw become the state last seen
 only once every move was compared (``remember_aliases``, after ``compare``): a comparison that crashed
-leaves its move to the next run instead of losing it.
+leaves its move to the next run instead of losing it (``RememberAliases``).
 
 ``compare`` (a ``@task`` in the DAG file) is one call into ``Session.compare`` per move; ``PromotionGate``,
 the task after it, never retried, is the gate as a state: green for an improvement beyond seed noise,
@@ -103,6 +103,19 @@ class AliasMoveSensor(BaseSensorOperator):
         for move in moves:
             self.log.info("alias moved: %s", move_label(move))
         return PokeReturnValue(is_done=bool(moves), xcom_value=moves)
+
+
+class RememberAliases(BaseOperator):
+    """After every comparison (red or green): the aliases the sensor saw become the state last seen."""
+
+    def __init__(self, *, sensor_task_id: str = "alias_moved", **kwargs: Any) -> None:
+        kwargs.setdefault("task_id", "remember")
+        kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
+        super().__init__(**kwargs)
+        self.sensor_task_id = sensor_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return remember_aliases(context["ti"].xcom_pull(task_ids=self.sensor_task_id, key=ALIAS_STATE_KEY))
 
 
 def remember_aliases(state: Mapping[str, Any] | None) -> dict[str, Any]:

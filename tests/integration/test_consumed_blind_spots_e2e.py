@@ -73,6 +73,7 @@ def test_rows_chosen_by_the_clock_fed_as_a_batch_object_are_never_reproduced(tmp
     assert "first differing training batch 1 of" in found[0]["message"], found[0]["message"]
 
 
+@pytest.mark.extended  # the mechanism (a loss's weights are fingerprinted) is in the unit tier; make test-all runs this
 def test_rows_chosen_by_the_clock_through_zero_one_loss_weights_are_never_reproduced(tmp_path):
     """A second review's false pass: every row is fed to the model, but the clock chooses which count, through the
     loss's per-row ``weight=`` (0 or 1). The loss's weights are its data: the fingerprint sees them differ."""
