@@ -146,6 +146,7 @@ class Fingerprint:
         self._sklearn_at_start = True
         self._torch_at_start = True
         self._native_at_start: set[str] = set()
+        self.installed = False  # install() ran: only then can a library have been imported "after the block began"
         self._owner_depth = 0  # calls in progress on the thread that entered the block
         self.inputs_seen = 0  # batches seen as a model's or an estimator's input (not a loss's targets)
         self.targets_seen = 0  # batches seen as a loss's targets
@@ -336,6 +337,7 @@ class Fingerprint:
         self._install_torch()
         self._install_estimators()
         self._install_native()
+        self.installed = True
         self.active = True
 
     def stop(self) -> ConsumedData:
@@ -348,7 +350,7 @@ class Fingerprint:
             self.notes.append("scikit-learn was imported after the block began: its estimators' fit/predict calls "
                               "were not fingerprinted (import it before auditor.track)")
         for library in ("xgboost", "lightgbm"):
-            if library in sys.modules and library not in self._native_at_start:
+            if self.installed and library in sys.modules and library not in self._native_at_start:
                 self.notes.append(f"{library} was imported after the block began: its native train/predict calls were not "
                                   f"fingerprinted (import it before auditor.track)")
         if self.targets_seen and not self.inputs_seen:
