@@ -50,6 +50,10 @@ ENV_STOP_STEP = "REPRO_STOP_STEP"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", ENV_TORCH_THREADS)
 
 # -- files in REPRO_OUTPUT_DIR (and in a run's artifacts) -----------------------------------
+#: ``seeds.flags`` key of the nondeterministic sources a training script declared (``run.record_nondeterminism``):
+#: the record's own reason why same-seed reruns may differ (``auditor.judge.expected``)
+FLAG_NONDETERMINISTIC = "declared_nondeterministic"
+
 METRICS_FILE = "metrics.json"
 WEIGHTS_FILE = "model.safetensors"
 RECORD_FILE = "run_record.json"

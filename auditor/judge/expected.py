@@ -2,7 +2,8 @@
 
 Each rule reads the record (the accelerator, PyTorch's determinism flags as ``auditor.seeds.seed_everything``
 records them in ``seeds.flags``, ``CUBLAS_WORKSPACE_CONFIG``, DataLoader workers and their seeding, mixed
-precision, the world size) and, when it applies, *caps* the tier: ``bitwise`` (the same platform rebuilds the
+precision, the world size, a nondeterministic source the script declared with ``run.record_nondeterminism``)
+and, when it applies, *caps* the tier: ``bitwise`` (the same platform rebuilds the
 same bits), ``statistical`` (the recipe's own arithmetic varies: only the noise floor and the bands can judge
 it), ``not_reproducible`` (a randomness source no recorded seed controls). The expectation is the lowest cap.
 
@@ -18,6 +19,7 @@ seed bitwise-equal in every configuration tried, DataLoader workers included, wi
 How the judge uses it (``auditor.judge.verdict.judge``, ``expected=``): a run expected ``bitwise`` whose
 rebuild is not bit-identical gets the stronger finding (an input the record does not pin, or a platform
 difference); a run that cannot be better than ``statistical`` is never failed on its bitwise tier alone.
+Same-seed spread is execution noise only where the record says why (:func:`spread_is_execution_noise`).
 Pure: no I/O.
 """
 
@@ -30,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from auditor.contract import FLAG_NONDETERMINISTIC
 from auditor.lineage.findings import Finding
 
 ExpectedTierName = Literal["bitwise", "statistical", "not_reproducible"]
@@ -157,7 +160,16 @@ def facts_of(record: Any) -> dict[str, Any]:
         "loader_seeded": any(g in generators for g in ("torch", "dataloader")),
         "mixed_precision": _mixed(_lookup(flags, config, "mixed_precision", "autocast", "amp", "precision")),
         "world_size": record.infrastructure.world_size if record.infrastructure is not None else 1,
+        "declared_nondeterministic": _declared(flags.get(FLAG_NONDETERMINISTIC)),
     }
+
+
+def _declared(value: Any) -> list[str]:
+    """The nondeterministic sources the script declared (``run.record_nondeterminism``), as text."""
+    if not value:
+        return []
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [str(item).strip() for item in items if str(item).strip()]
 
 
 # -- the rules -------------------------------------------------------------------------------------
@@ -216,6 +228,14 @@ def _workers_unseeded(f: Facts) -> str | None:
             "worker's random, NumPy and torch generators start from a base seed no recorded seed controls")
 
 
+def _declared_sources(f: Facts) -> str | None:
+    sources = f.get("declared_nondeterministic") or []
+    if not sources:
+        return None
+    return ("the training script declared a nondeterministic source (" + "; ".join(sources) + "): a declaration the "
+            "audit cannot verify, shown on every report; the same-seed floor, not the bits, judges this run")
+
+
 @dataclass(frozen=True)
 class Rule:
     code: str
@@ -239,6 +259,9 @@ RULES: tuple[Rule, ...] = (
     Rule("expected.distributed", "statistical",
          "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html (NCCL_ALGO, NCCL_PROTO choose the reduction)",
          _world_size, "calibrate the same-seed floor at the same world size"),
+    Rule("expected.declared_nondeterministic", "statistical",
+         "the training script (run.record_nondeterminism); README, \"What each verdict means\"", _declared_sources,
+         "only declare what the recipe really computes nondeterministically (a GPU kernel's atomic adds, say)"),
     Rule("expected.dataloader_workers_unseeded", "not_reproducible",
          f"{PYTORCH_RANDOMNESS} (DataLoader: worker_init_fn and generator)", _workers_unseeded,
          "DataLoader(..., **run.dataloader_kwargs()): a seeded generator and worker_init_fn"),
@@ -267,6 +290,30 @@ def expected_tier(record: Any) -> ExpectedTier:
     reasons += _flavor_reasons(record)
     tier: ExpectedTierName = max((r.cap for r in reasons), key=TIER_RANK.__getitem__, default="bitwise")
     return ExpectedTier(tier=tier, words=EXPECTED_WORDS[tier], reasons=reasons, facts=facts)
+
+
+def spread_is_execution_noise(expected: str | None, *, deterministic: bool, accelerator: bool) -> bool:
+    """Whether same-seed reruns that differ may be execution noise (then a floor measures it), or must be an input the
+    record does not pin (then no floor may excuse a difference). One home for the rule calibration, the judge and
+    segment replay share.
+
+    Noise is accepted only where the *record* says why the recipe cannot be bitwise: an expected tier of
+    ``statistical`` (a GPU without deterministic algorithms, a world size above 1, a declared nondeterministic
+    source). A run expected ``bitwise`` (a CPU run, whatever its ``deterministic`` flag: FACTS.md measured the
+    same seed bit-identical there) whose reruns differ draws on something no seed controls: the clock, an unseeded
+    generator, a side file. Reruns on an accelerator under a record that turned deterministic algorithms off
+    (the record from a CPU, the reruns on a GPU) vary by the GPU's kernels. Without an expected tier (a calibration
+    stored before it was kept) the older rule applies: only a CPU run with deterministic algorithms on is bitwise.
+    """
+    if expected == "not_reproducible":
+        return False
+    if expected == "statistical":
+        return True
+    if accelerator and not deterministic:
+        return True
+    if expected is None:
+        return not deterministic or accelerator
+    return False
 
 
 def hints() -> dict[str, str]:
@@ -298,4 +345,4 @@ def missed_bitwise(expected: ExpectedTier | None, observed_bitwise: str | None) 
 
 
 __all__ = ["EXPECTED_WORDS", "FLAVOR_CAPS", "RULES", "TIER_RANK", "ExpectedReason", "ExpectedTier", "expected_findings",
-           "expected_tier", "facts_of", "missed_bitwise"]
+           "expected_tier", "facts_of", "missed_bitwise", "spread_is_execution_noise"]

@@ -193,6 +193,8 @@ class Calibration(_Model):
     cost: dict[str, Any] = Field(default_factory=dict)
     #: the record says deterministic algorithms were on (None: a calibration stored before this was kept)
     deterministic: bool | None = None
+    #: the tier the record alone lets an audit reach (``auditor.judge.expected``; None: stored before this was kept)
+    expected: str | None = None
     #: which way is better per metric, as calibration took it (declared, else the name's; {}: stored before this
     #: was kept, and the name's rule of today applies)
     directions: dict[str, Direction] = Field(default_factory=dict)
@@ -201,14 +203,25 @@ class Calibration(_Model):
     def weak(self) -> bool:
         return len(self.seed_varied) < GOOD_SEED_VARIED
 
+    @property
+    def explained_spread(self) -> bool:
+        """Whether the record gives a reason the same-seed reruns may differ (``expected.spread_is_execution_noise``)."""
+        from auditor.judge.expected import spread_is_execution_noise
+
+        return spread_is_execution_noise(self.expected, deterministic=bool(self.deterministic),
+                                         accelerator=bool(self.same_seed.platform.get("accelerator")))
+
     def findings(self) -> list[str]:
         """What calibration found wrong with the recipe's randomness, in words."""
         lines = []
-        if self.deterministic and not self.same_seed.bit_identical and not self.same_seed.platform.get("accelerator"):
+        if not self.same_seed.bit_identical and not self.explained_spread:
+            why = ("nothing in the record says this run cannot be bitwise (expected bitwise: no nondeterministic source "
+                   "is declared)" if self.expected == "bitwise" else "the run is on CPU with deterministic algorithms on")
             lines.append(
-                f"the {self.same_seed.n} same-seed reruns differ although the run is on CPU with deterministic algorithms on, "
-                "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator); "
-                "every audit of it is OUT_OF_TOLERANCE until the generator is seeded from run.seed"
+                f"the {self.same_seed.n} same-seed reruns differ although {why}: it draws on something no recorded seed "
+                "controls (the clock, an unseeded generator, a side file), never execution noise; every audit of it is "
+                "OUT_OF_TOLERANCE until that input is pinned (seeded from run.seed, passed through the config or a snapshot), "
+                "or, for a kernel that really is nondeterministic, declared with run.record_nondeterminism"
             )
         if self.seed_ignored:
             lines.append(

@@ -17,8 +17,9 @@ A difference in any means the recipe being calibrated is not the one that traine
 unpinned environment variable, a side file): calibration stops with these lines, and stores nothing. So
 does a blocking difference in the reruns' traced inputs (a variable or file training read otherwise), on its own.
 Reruns on another platform than training's are not held to 2 and 3 (a platform changes numerics); nor
-are reruns that differ on a CPU with deterministic algorithms on, which calibration reports as an
-unseeded generator instead (``floors.Calibration.findings``).
+are reruns that differ where the record gives no reason they may (``expected.spread_is_execution_noise``:
+a CPU run with no declared nondeterministic source), which calibration reports as an input no record pins
+instead (``floors.Calibration.findings``), and every audit of it fails.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 from auditor.contract import ENV_TORCH_THREADS
 from auditor.judge.calibrate import resolution, t_quantile
 from auditor.judge.consumed import same_seed_problems, unattributed
+from auditor.judge.expected import expected_tier, spread_is_execution_noise
 from auditor.judge.floors import (
     SameSeedFloor,
     check_floor,
@@ -152,6 +154,8 @@ def _recipe_lines(
             return [] if floor.bit_identical else _metric_lines(registered.outputs.metrics, metrics, identical=False)
     compared = [d for d in diffs if d is not None]
     deterministic = bool(registered.seeds and registered.seeds.deterministic)
+    noise = spread_is_execution_noise(expected_tier(registered).tier, deterministic=deterministic,
+                                      accelerator=bool(floor.platform.get("accelerator")))
     if floor.bit_identical:
         if compared and not any(d.identical for d in compared):
             lines.append(f"the {floor.n} same-seed reruns agree with one another bit for bit but not with the registered "
@@ -159,7 +163,7 @@ def _recipe_lines(
             lines += _metric_lines(registered.outputs.metrics, metrics, identical=False)
         else:
             lines += [f"{NOT_REPRODUCIBLE_METRICS}: {line}" for line in _metric_lines(registered.outputs.metrics, metrics, identical=True)]
-    elif not deterministic or floor.platform.get("accelerator"):
+    elif noise:
         within = [d for d in compared if not structure_problems(d) and check_floor(d, _widened(floor))[0]]
         if compared and not within:
             lines.append(f"the registered weights lie farther from every same-seed rerun than {RECIPE_MARGIN:g}× their own "

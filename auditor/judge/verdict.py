@@ -28,8 +28,10 @@ The overall verdict, first rule that applies:
 4. ``OUT_OF_TOLERANCE`` when the statistical tier fails. Weights that are not bit-identical fail it:
    - when same-seed calibration was bit-identical on a matching platform: the recipe is
      deterministic here, so any difference means an input the record does not pin;
-   - when same-seed reruns differ on a CPU with deterministic algorithms on (``deterministic``):
-     there the only source of such noise is a generator no recorded seed controls;
+   - when same-seed reruns differ although the record gives no reason the run cannot be bitwise
+     (expected ``bitwise``: a CPU run, whatever its ``deterministic`` flag, with no nondeterministic
+     source declared): such spread is an input no record pins (the clock, an unseeded generator),
+     never execution noise (``auditor.judge.expected.spread_is_execution_noise``);
    - when they lie farther from the registered weights than the same-seed floor allows;
    - when no same-seed floor was measured at all (nothing says how far they may differ).
    On a platform other than the calibration's, the weights are not held to the floor: the metric
@@ -63,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from auditor.contract import WEIGHTS_FILE
 from auditor.digests import bare
 from auditor.judge.calibrate import is_duration, resolution
+from auditor.judge.expected import spread_is_execution_noise
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
 from auditor.judge.tolerance import as_number, check_metric
@@ -198,10 +201,18 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
     if floor.bit_identical:
         return False, (f"the recipe is bit-identical on this platform ({floor.n} same-seed reruns gave one weights hash), "
                        "so a rebuild that differs means an input the record does not pin"), warnings
-    if deterministic and not floor.platform.get("accelerator") and not (platform or {}).get("accelerator"):
-        return False, (f"{floor.n} same-seed reruns differ although the run is on CPU with deterministic algorithms on, "
-                       "where a recipe is bit-identical: it draws randomness no recorded seed controls (an unseeded generator)"), warnings
+    if not spread_is_execution_noise(expected, deterministic=deterministic, accelerator=bool(floor.platform.get("accelerator"))):
+        return False, (f"{floor.n} same-seed reruns differ although nothing in the record says this run cannot be bitwise "
+                       f"({_why_bitwise(expected, deterministic)}): the spread is an input the record does not pin (the clock, "
+                       "an unseeded generator, a side file), never execution noise, so no floor excuses the difference"), warnings
     return (*check_floor(diff, floor), warnings)
+
+
+def _why_bitwise(expected: str | None, deterministic: bool) -> str:
+    if expected == "bitwise":
+        return ("expected bitwise: no determinism rule caps it and no nondeterministic source is declared "
+                "with run.record_nondeterminism")
+    return "a CPU run with deterministic algorithms on"
 
 
 def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None,

@@ -178,6 +178,29 @@ class Run:
         split = {"how": str(how), "seed": seed, **details}
         self.record.data = {**self.record.data, name: self.record.data[name].model_copy(update={"split": split})}
 
+    def record_nondeterminism(self, source: str) -> None:
+        """Declare a source of execution noise the recipe really has and no seed controls (a kernel that sums in
+        another order on every run: ``run.record_nondeterminism("scatter_add_ on CUDA: atomic adds")``).
+
+        Without a declaration a CPU run is expected bitwise, and same-seed reruns that differ are judged an input the
+        record does not pin (the clock, an unseeded generator), never noise. With one, the expected tier is
+        statistical: the same-seed floor judges the weights. The audit cannot verify a declaration; every report
+        shows it (README, "What each verdict means")."""
+        text = str(source).strip() if isinstance(source, str) else ""
+        if not text:
+            raise BadInput("record_nondeterminism: source must be a non-empty text naming the kernel or operation",
+                           hint='e.g. run.record_nondeterminism("index_add_ on CUDA: atomic adds")')
+        if self.seeds is None:
+            raise BadInput("record_nondeterminism: this run has no seeds section to record it in", hint="pass seed= to track()")
+        from auditor.contract import FLAG_NONDETERMINISTIC
+
+        declared = list(self.seeds.flags.get(FLAG_NONDETERMINISTIC) or [])
+        if text not in declared:
+            declared.append(text)
+        self.seeds.flags[FLAG_NONDETERMINISTIC] = declared
+        if self.record.seeds is not None and self.record.seeds is not self.seeds:
+            self.record.seeds.flags[FLAG_NONDETERMINISTIC] = list(declared)
+
     # -- what the training code writes -------------------------------------------
     @untraced  # the SDK's own reads are not the script's inputs
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:

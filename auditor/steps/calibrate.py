@@ -186,6 +186,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     A metric no seed moves gets no band (a finding).
     """
     from auditor.judge.calibrate import bands_from_reruns, direction_of
+    from auditor.judge.expected import expected_tier
     from auditor.judge.floors import Calibration, FloorRun
     from auditor.judge.tolerance import bands_to_json
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
@@ -214,6 +215,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
         zero_spread=zero,
         seed_ignored=len(hashes) == 1 and None not in hashes,
         deterministic=bool(record.seeds.deterministic),
+        expected=expected_tier(record).tier,
         directions={n: direction_of(n, declared) for n in names},
     )
     banded = {run_id: {k: v for k, v in m.items() if k not in zero} for run_id, m in metrics.items()}

@@ -130,7 +130,14 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
     if stored is None:
         return []
     chosen = seg.pick_segments(len(parts), seed=seed, count=count, budget=budget)
-    floor, deterministic = _segment_floor(a), bool(a.record.seeds and a.record.seeds.deterministic)  # a bad tag: before replaying
+    from auditor.judge.expected import spread_is_execution_noise
+
+    floor = _segment_floor(a)  # a bad tag: before replaying
+    # held bit for bit unless the record explains noise (one rule with calibration and the judge)
+    deterministic = not spread_is_execution_noise(
+        a.expected.tier if a.expected is not None else None,
+        deterministic=bool(a.record.seeds and a.record.seeds.deterministic),
+        accelerator=bool(floor is not None and floor.platform.get("accelerator")))
     done = _run_replays(a, parts, chosen, stored, workers)
     checks, last, hosted, wall = [], None, 0.0, 0.0
     for index, run in zip(chosen, done, strict=True):

@@ -9,8 +9,10 @@ Each planted recipe varies in one way between runs:
   differing batch (no band) and the audit must fail lineage naming it;
 - **execution noise simulated honestly on CPU**: after every backward pass the script adds a tiny (1e-7)
   perturbation drawn from ``os.urandom`` to each gradient, the way a nondeterministic GPU reduction perturbs
-  sums, and it declares ``deterministic: false``. Its consumed data is identical from run to run, so
-  calibration measures a floor and bands and the audit reaches a statistical verdict;
+  sums, and it *records* that kernel: ``run.record_nondeterminism(...)`` (the record's own reason its reruns
+  may differ; a CPU run is otherwise expected bitwise). Its consumed data is identical from run to run, so
+  calibration measures a floor and bands and the audit reaches a statistical verdict. The same kernel left
+  undeclared is an input no record pins: calibration says so and the audit is never reproduced;
 - metrics computed on rows chosen by the clock while the weights rebuild bit for bit (the model sees every
   row; only the metric's subset moves), with the re-evaluation hook honoured or ignored;
 - a learning rate scaled by an environment variable the record does not pin, set at training only.
@@ -62,6 +64,8 @@ def main():
             model.load_state_dict(load_file(str(weights)))
         else:
             opt = torch.optim.SGD(model.parameters(), lr=lr)
+            if cfg.get("grad_noise") and cfg.get("declare_noise"):   # the record's reason its reruns differ
+                run.record_nondeterminism("gradient noise from os.urandom after every backward pass (a simulated kernel)")
             for _ in range(int(cfg["epochs"])):
                 for i in torch.randperm(len(y)).split(64):
                     opt.zero_grad()
@@ -207,7 +211,9 @@ def test_inputs_that_vary_between_runs_are_never_reproduced_and_the_first_differ
 
 
 def test_execution_noise_with_identical_consumed_data_still_gets_a_statistical_verdict(world):
-    ref = world.train(["grad_noise=true", "deterministic=false"])
+    ref = world.train(["grad_noise=true", "declare_noise=true", "deterministic=false"])
+    assert world.record(ref).seeds.flags["declared_nondeterministic"] == [
+        "gradient noise from os.urandom after every backward pass (a simulated kernel)"]
     proc = world.calibrate(ref)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "error:" not in proc.stderr  # a success, with the weak band of 3 reruns as a warning
@@ -222,6 +228,9 @@ def test_execution_noise_with_identical_consumed_data_still_gets_a_statistical_v
     assert tiers["bitwise"]["status"] != "pass"
     assert tiers["statistical"]["status"] in ("pass", "fail") and "weights" in " ".join(tiers["statistical"]["details"]), tiers
     assert result["verdict"] == "REPRODUCED_WITHIN_TOLERANCE", json.dumps(tiers, indent=1)
+    declared = _findings(result, "expected.declared_nondeterministic")  # said on the report: the audit cannot verify it
+    assert declared and "a simulated kernel" in declared[0]["message"], result["result"]["findings"]
+    assert tiers["bitwise"]["status"] == "skipped" and "not expected" in tiers["bitwise"]["summary"], tiers["bitwise"]
 
 
 @pytest.mark.parametrize("hook", ["honoured", "ignored"])

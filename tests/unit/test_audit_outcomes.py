@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
+from auditor.contract import FLAG_NONDETERMINISTIC
 from auditor.errors import BadInput, InfrastructureError, InputUnrecoverable, NotFound, SnapshotCorrupt, exit_code
 from auditor.judge.result import Band, Verdict
 from auditor.judge.tolerance import bands_to_json
@@ -85,6 +86,28 @@ def fake_prepare(record, diff, dest, settings):
     project = dest / "code"
     project.mkdir(parents=True)
     return Workspace(root=dest, repo_dir=project, project_dir=project, config_path=dest / "config.json", data_dirs={})
+
+
+def _world(tmp_path, **seed_changes):
+    registry = MemoryRegistry.named(f"memory://outcomes-{tmp_path.name}")
+    weights = _weights()
+    record = complete_record(outputs=Outputs(metrics=dict(METRICS), artifacts=[
+        Artifact(name="model.safetensors", uri="runs:/x/model/model.safetensors", sha256=hashlib.sha256(weights).hexdigest(), size=len(weights))
+    ]))
+    if seed_changes:
+        record = record.model_copy(update={"seeds": record.seeds.model_copy(update=seed_changes)})
+    info = registry.register_record("m", record, weights=weights)
+    settings = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"), "MLFLOW_TRACKING_URI": registry.uri})
+    return registry, info, settings
+
+
+@pytest.fixture()
+def noisy_world(tmp_path):
+    """A registered record that declares a nondeterministic source (``run.record_nondeterminism``): the record's own
+    reason its same-seed reruns may differ, so the same-seed floor judges its weights."""
+    world = _world(tmp_path, flags={"use_deterministic_algorithms": True, FLAG_NONDETERMINISTIC: ["a simulated kernel"]})
+    yield world
+    MemoryRegistry.forget(world[0].uri)
 
 
 @pytest.fixture()
@@ -170,12 +193,33 @@ def _set_floor(world, *, bit_identical: bool, max_abs: float, platform=None):
     registry.set_tags(info, {TAG_CALIBRATION: calibration.to_json()})
 
 
-def test_different_weights_inside_every_band_and_the_floor_are_within_tolerance(world):
+def test_different_weights_inside_every_band_and_the_floor_are_within_tolerance(noisy_world):
+    world = noisy_world
     _set_bands(world, auc=(0.9, 0.92), accuracy=(0.84, 0.86))
     _set_floor(world, bit_identical=False, max_abs=1.0)
     result, _ = run_audit(world, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
     assert result.verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE, result.tiers["statistical"]
     assert "within the same-seed floor" in result.tiers["statistical"].summary
+    declared = [f for f in result.findings if f.code == "expected.declared_nondeterministic"]
+    assert declared and "a simulated kernel" in declared[0].message and "cannot verify" in declared[0].message
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_same_seed_noise_the_record_gives_no_reason_for_is_never_within_tolerance(tmp_path, monkeypatch, deterministic):
+    """Issue 26 (the review's E2 and E3): a CPU run, whatever its ``deterministic`` flag, is expected bitwise; reruns
+    that differ there are an input no record pins (the clock), so no floor excuses them, however wide the bands."""
+    world = _world(tmp_path, deterministic=deterministic, flags={"use_deterministic_algorithms": deterministic})
+    try:
+        monkeypatch.setitem(REBUILD_RECORD, "record", complete_record())  # the rebuild on CPU too
+        _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
+        _set_floor(world, bit_identical=False, max_abs=1.0)
+        result, _ = run_audit(world, lambda spec, ev: write(spec, weights=None if ev else _weights(1.01), evaluated=ev))
+        assert result.verdict is Verdict.OUT_OF_TOLERANCE, result.tiers["statistical"]
+        summary = result.tiers["statistical"].summary
+        assert "nothing in the record says this run cannot be bitwise" in summary and "run.record_nondeterminism" in summary
+        assert "no floor excuses" in summary
+    finally:
+        MemoryRegistry.forget(world[0].uri)
 
 
 def test_same_seed_noise_on_a_deterministic_cpu_run_is_an_unseeded_generator(world, monkeypatch):
@@ -196,7 +240,8 @@ def test_a_recipe_bit_identical_here_that_rebuilds_differently_is_out_of_toleran
     assert "does not pin" in result.tiers["statistical"].summary
 
 
-def test_weights_farther_than_the_same_seed_floor_are_out_of_tolerance(world):
+def test_weights_farther_than_the_same_seed_floor_are_out_of_tolerance(noisy_world):
+    world = noisy_world
     _set_bands(world, auc=(0.0, 1.0), accuracy=(0.0, 1.0))
     _set_floor(world, bit_identical=False, max_abs=1e-3)
     result, _ = run_audit(world, lambda spec, ev: write(spec, weights=None if ev else _weights(1.5), evaluated=ev))

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from auditor.contract import FLAG_NONDETERMINISTIC
 from auditor.judge.consumed import differences, rebuild_findings, unattributed
 from auditor.judge.floors import FloorRun, SameSeedFloor
 from auditor.judge.recipe import FEW_RERUNS_RANGES, recipe_problems
@@ -244,7 +245,9 @@ def test_a_blocking_traced_difference_alone_stops_calibration():
 
 
 def test_with_two_reruns_a_registered_metric_far_outside_their_range_is_refused():
-    registered = RunRecord(seeds=SeedInfo(seed=7, deterministic=False), consumed=_data())
+    # the record declares its noise (run.record_nondeterminism): without that a CPU run's spread is never noise
+    registered = RunRecord(seeds=SeedInfo(seed=7, deterministic=False, flags={FLAG_NONDETERMINISTIC: ["a kernel"]}),
+                           consumed=_data())
     near = WeightDiff(identical=False, tensors=2, differing=2, max_abs=1e-4, rel_l2=1e-5)
     reruns = [RunRecord(consumed=_data())] * 2
     # the reruns agree to 1e-3; the registered metric lies 200 ranges away, which Student's t with 1 degree of

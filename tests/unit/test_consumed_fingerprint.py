@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from auditor.contract import FLAG_NONDETERMINISTIC
 from auditor.judge.consumed import differences, first_difference, rebuild_findings, same_seed_problems
 from auditor.judge.floors import FloorRun, SameSeedFloor
 from auditor.judge.recipe import RECIPE_MARGIN, recipe_problems
@@ -83,8 +84,10 @@ def _floor(bit_identical: bool, max_abs: float = 0.0, rel_l2: float = 0.0) -> Sa
     return SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=rel_l2)
 
 
-def _record(deterministic: bool, metrics: dict) -> RunRecord:
-    record = RunRecord(seeds=SeedInfo(seed=7, deterministic=deterministic), consumed=_data(train=[b"a"]))
+def _record(deterministic: bool, metrics: dict, *, declared: str | None = None) -> RunRecord:
+    """A registered record; ``declared`` a nondeterministic source it records (``run.record_nondeterminism``)."""
+    flags = {FLAG_NONDETERMINISTIC: [declared]} if declared else {}
+    record = RunRecord(seeds=SeedInfo(seed=7, deterministic=deterministic, flags=flags), consumed=_data(train=[b"a"]))
     record.outputs.metrics = metrics
     return record
 
@@ -103,7 +106,7 @@ def test_reruns_that_agree_with_each_other_but_not_with_the_registered_weights_a
 
 
 def test_execution_noise_is_accepted_within_the_recipe_margin_and_refused_far_beyond_it():
-    registered = _record(False, {"auc": 0.9100})
+    registered = _record(False, {"auc": 0.9100}, declared="a simulated kernel")
     reruns = [RunRecord(consumed=_data(train=[b"a"]))] * 2
     floor = _floor(False, max_abs=1e-4, rel_l2=1e-5)
     near = WeightDiff(identical=False, tensors=4, differing=4, max_abs=2e-4, rel_l2=2e-5)
@@ -113,6 +116,29 @@ def test_execution_noise_is_accepted_within_the_recipe_margin_and_refused_far_be
     assert lines and "farther from every same-seed rerun" in lines[0]
     lines = recipe_problems(registered, reruns, [{"auc": 0.80001}, {"auc": 0.80002}], floor, [near, near])
     assert lines and lines[0].startswith("metric auc: registered 0.91 lies outside the same-seed reruns' own spread")
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_same_seed_spread_the_record_gives_no_reason_for_is_reported_at_calibration(deterministic):
+    """A CPU run that declares no nondeterministic source is expected bitwise, whatever its ``deterministic`` flag:
+    reruns that differ there are an input no record pins, said by calibration (and failed by every audit)."""
+    from auditor.judge.expected import expected_tier
+    from auditor.judge.floors import Calibration
+
+    floor = _floor(False, max_abs=1e-4, rel_l2=1e-5)
+    undeclared = Calibration(same_seed=floor, deterministic=deterministic,
+                             expected=expected_tier(_record(deterministic, {"auc": 0.91})).tier)
+    assert undeclared.expected == "bitwise" and not undeclared.explained_spread
+    line = undeclared.findings()[0]
+    assert "same-seed reruns differ although nothing in the record says this run cannot be bitwise" in line
+    assert "run.record_nondeterminism" in line and "OUT_OF_TOLERANCE" in line
+    declared = Calibration(same_seed=floor, deterministic=deterministic,
+                           expected=expected_tier(_record(deterministic, {"auc": 0.91}, declared="k")).tier)
+    assert declared.expected == "statistical" and declared.explained_spread
+    assert not any("same-seed reruns differ" in line for line in declared.findings())
+    # a calibration stored before the expected tier was kept: the older rule (a CPU run with deterministic on)
+    legacy = Calibration(same_seed=floor, deterministic=deterministic)
+    assert legacy.explained_spread is (not deterministic)
 
 
 def test_data_that_differs_wins_over_everything_else_and_timings_are_never_compared():

@@ -232,3 +232,53 @@ def test_every_audit_carries_the_expectation_and_a_differing_cpu_rebuild_opens_w
                                                                              evaluated=ev))
     assert result.tiers["bitwise"].status == "fail" and not result.verdict.reproduced
     assert result.findings[0].code == "expected.bitwise_missed", [f.code for f in result.findings]
+
+
+# -- issue 26: same-seed spread is execution noise only where the record says why ---------------------------
+def cpu_record(*, deterministic: bool, declared: list[str] | None = None):
+    """The complete record (a CPU run) with its deterministic flag and, if any, declared nondeterministic sources."""
+    from auditor.contract import FLAG_NONDETERMINISTIC
+
+    base = complete_record()
+    flags = {"use_deterministic_algorithms": deterministic, **({FLAG_NONDETERMINISTIC: declared} if declared else {})}
+    return base.model_copy(update={"seeds": base.seeds.model_copy(update={"deterministic": deterministic, "flags": flags})})
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_cpu_run_that_declares_nothing_is_expected_bitwise_and_its_same_seed_spread_excuses_nothing(deterministic):
+    # the review's E2/E3: deterministic false on CPU used to let the same-seed spread pass as execution noise
+    expected, verdict, tiers = _judge(cpu_record(deterministic=deterministic), floor=FLOOR)
+    assert expected.tier == "bitwise"
+    assert verdict is Verdict.OUT_OF_TOLERANCE, tiers["statistical"]
+    assert "nothing in the record says this run cannot be bitwise" in tiers["statistical"].summary
+    assert missed_bitwise(expected, tiers["bitwise"].status)  # and the stronger finding
+
+
+def test_a_declared_nondeterministic_source_caps_the_tier_and_lets_the_floor_judge():
+    record = cpu_record(deterministic=False, declared=["scatter_add_ on CUDA: atomic adds"])
+    expected, verdict, tiers = _judge(record, floor=FLOOR)
+    assert expected.tier == "statistical" and [r.code for r in expected.reasons] == ["expected.declared_nondeterministic"]
+    assert verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE, tiers
+    assert tiers["bitwise"].status == "skipped" and "not expected" in tiers["bitwise"].summary
+    warning = expected_findings(expected)[0]
+    assert warning.severity == "warning" and "scatter_add_ on CUDA" in warning.message and "cannot verify" in warning.message
+    # declared noise is still held to its floor: weights far beyond it are another model
+    far = DIFFERENT.model_copy(update={"max_abs": 1.0, "rel_l2": 0.5})
+    assert _judge(record, floor=FLOOR, weights=far)[1] is Verdict.OUT_OF_TOLERANCE
+    # and never without one
+    assert _judge(record, floor=None)[1] is Verdict.OUT_OF_TOLERANCE
+
+
+@pytest.mark.parametrize(("expected", "deterministic", "accelerator", "noise"), [
+    ("statistical", True, False, True),       # the record says why (a GPU rule, a declaration)
+    ("bitwise", False, False, False),         # a CPU run, flag off: nothing says why
+    ("bitwise", True, False, False),
+    ("bitwise", True, True, False),           # a GPU run with every determinism flag: bitwise by PyTorch's notes
+    ("bitwise", False, True, True),           # reruns on a GPU of a record with deterministic algorithms off
+    ("not_reproducible", False, True, False),  # an unseeded generator is an input, never noise
+    (None, False, False, True), (None, True, False, False), (None, True, True, True),  # stored before: the older rule
+])
+def test_spread_is_execution_noise_only_where_the_record_says_why(expected, deterministic, accelerator, noise):
+    from auditor.judge.expected import spread_is_execution_noise
+
+    assert spread_is_execution_noise(expected, deterministic=deterministic, accelerator=accelerator) is noise
