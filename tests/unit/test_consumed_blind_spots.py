@@ -25,20 +25,11 @@ from auditor.judge.result import WeightDiff
 from auditor.lineage import tracing
 from auditor.lineage.record import ConsumedData, ConsumedStream, RunRecord, SeedInfo
 from auditor.sdk.consumed import Fingerprint
+from tests.fixtures.consumed import fingerprint
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(64, 4)).astype("float32")
 A, B = X[:32], X[32:]
-
-
-def _fingerprint(feed) -> ConsumedData:
-    fp = Fingerprint()
-    fp.install()
-    try:
-        feed()
-    finally:
-        data = fp.stop()
-    return data
 
 
 def _blind(data: ConsumedData) -> str:
@@ -85,18 +76,18 @@ def test_a_batch_passed_as_an_object_is_fingerprinted_by_the_tensors_it_holds():
     net = Net()
     for make in (lambda x: PlainBatch(torch.from_numpy(x), torch.zeros(len(x))), lambda x: SlottedBatch(torch.from_numpy(x)),
                  lambda x: Wrapper(PlainBatch(torch.from_numpy(x), None), step=0)):
-        a = _fingerprint(lambda make=make: net(make(A)))
-        b = _fingerprint(lambda make=make: net(make(B)))
+        a = fingerprint(lambda make=make: net(make(A)))
+        b = fingerprint(lambda make=make: net(make(B)))
         _seen_and_complete(a, b)
-        assert differences(a, _fingerprint(lambda make=make: net(make(A)))) == []  # the same data: the same digest
+        assert differences(a, fingerprint(lambda make=make: net(make(A)))) == []  # the same data: the same digest
 
 
 def test_an_arrow_table_is_fingerprinted_by_its_columns():
     pa = pytest.importorskip("pyarrow")
     from sklearn.preprocessing import StandardScaler
 
-    a = _fingerprint(lambda: StandardScaler().fit(pa.table({"a": A[:, 0], "b": A[:, 1]})))
-    b = _fingerprint(lambda: StandardScaler().fit(pa.table({"a": B[:, 0], "b": B[:, 1]})))
+    a = fingerprint(lambda: StandardScaler().fit(pa.table({"a": A[:, 0], "b": A[:, 1]})))
+    b = fingerprint(lambda: StandardScaler().fit(pa.table({"a": B[:, 0], "b": B[:, 1]})))
     _seen_and_complete(a, b)
 
 
@@ -134,11 +125,11 @@ def test_an_object_whose_state_is_out_of_reach_is_admitted_and_noise_is_never_at
 def test_an_input_that_requires_grad_is_admitted():
     torch = pytest.importorskip("torch")
     lin = torch.nn.Linear(4, 1)
-    data = _fingerprint(lambda: lin(torch.from_numpy(A.copy()).requires_grad_()))
+    data = fingerprint(lambda: lin(torch.from_numpy(A.copy()).requires_grad_()))
     assert "requires grad" in _blind(data), data.notes
     # the model's own values (an outermost module's output fed to a head) are not data, and not a blind spot
     head = torch.nn.Linear(1, 1)
-    assert _fingerprint(lambda: head(lin(torch.from_numpy(A)))).notes == []
+    assert fingerprint(lambda: head(lin(torch.from_numpy(A)))).notes == []
 
 
 def test_a_call_on_another_thread_is_admitted_but_a_call_inside_one_of_the_entering_thread_is_not():
@@ -152,7 +143,7 @@ def test_a_call_on_another_thread_is_admitted_but_a_call_inside_one_of_the_enter
         with torch.no_grad():
             lin(torch.from_numpy(X[:4]))
 
-    data = _fingerprint(elsewhere)
+    data = fingerprint(elsewhere)
     assert "on thread" in _blind(data), data.notes
 
     class Fanned(torch.nn.Module):  # DataParallel's way: replicas run on threads inside the outer call
@@ -168,7 +159,7 @@ def test_a_call_on_another_thread_is_admitted_but_a_call_inside_one_of_the_enter
             return out[0]
 
     fanned = Fanned()
-    assert _fingerprint(lambda: fanned(torch.from_numpy(A))).notes == []
+    assert fingerprint(lambda: fanned(torch.from_numpy(A))).notes == []
 
 
 def test_a_model_run_through_forward_with_only_its_loss_seen_is_admitted():
@@ -179,7 +170,7 @@ def test_a_model_run_through_forward_with_only_its_loss_seen_is_admitted():
         out = lin.forward(torch.from_numpy(A)).squeeze(1)
         torch.nn.functional.mse_loss(out, torch.zeros(len(A))).backward()
 
-    data = _fingerprint(direct)
+    data = fingerprint(direct)
     assert ".forward()" in _blind(data), data.notes
 
 
@@ -195,10 +186,10 @@ def test_xgboost_native_train_and_booster_predict_are_fingerprinted():
             booster.predict(xgb.DMatrix(x))
         return run
 
-    a, b = _fingerprint(feed(A)), _fingerprint(feed(B))
+    a, b = fingerprint(feed(A)), fingerprint(feed(B))
     _seen_and_complete(a, b)
     assert a.streams["fit"].batches == 2 and a.streams["predict"].batches == 1
-    assert differences(a, _fingerprint(feed(A))) == []
+    assert differences(a, fingerprint(feed(A))) == []
 
 
 def test_lightgbm_native_train_and_booster_predict_are_fingerprinted():
@@ -211,7 +202,7 @@ def test_lightgbm_native_train_and_booster_predict_are_fingerprinted():
             booster.predict(x)
         return run
 
-    a, b = _fingerprint(feed(A)), _fingerprint(feed(B))
+    a, b = fingerprint(feed(A)), fingerprint(feed(B))
     _seen_and_complete(a, b)
     assert a.streams["fit"].batches == 1 and a.streams["predict"].batches == 1
 
@@ -374,5 +365,5 @@ def test_per_row_loss_weights_are_fingerprinted(how):
     ones = torch.ones(32)
     some = ones.clone()
     some[::5] = 0.0
-    _seen_and_complete(_fingerprint(feed(ones)), _fingerprint(feed(some)))
-    assert not differences(_fingerprint(feed(ones)), _fingerprint(feed(ones.clone())))
+    _seen_and_complete(fingerprint(feed(ones)), fingerprint(feed(some)))
+    assert not differences(fingerprint(feed(ones)), fingerprint(feed(ones.clone())))

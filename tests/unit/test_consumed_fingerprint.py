@@ -14,6 +14,7 @@ from auditor.judge.result import WeightDiff
 from auditor.lineage.record import ConsumedData, RunRecord, SeedInfo
 from auditor.sdk import consumed as sdk
 from auditor.sdk.consumed import BLOCK, LEAVES, Fingerprint, _Stream
+from tests.fixtures.consumed import fingerprint
 
 
 def _stream(batches: list[bytes]):
@@ -152,16 +153,6 @@ def test_data_that_differs_wins_over_everything_else_and_timings_are_never_compa
 
 
 # -- the hooks, with real libraries ------------------------------------------------------------------------
-def _fingerprint(feed) -> ConsumedData:
-    fp = Fingerprint()
-    fp.install()
-    try:
-        feed()
-    finally:
-        data = fp.stop()
-    return data
-
-
 def test_torch_outermost_calls_are_fingerprinted_by_phase_and_model_values_are_not_data():
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
@@ -180,10 +171,10 @@ def test_torch_outermost_calls_are_fingerprinted_by_phase_and_model_values_are_n
             model.train()
         return run
 
-    a, b = _fingerprint(feed(0.0)), _fingerprint(feed(1e-3))
+    a, b = fingerprint(feed(0.0)), fingerprint(feed(1e-3))
     assert a.streams["train"].batches == 2 and a.streams["eval"].batches == 1  # forward and the loss's targets
     assert differences(a, b) == []
-    c = _fingerprint(feed(0.0, x[:, [1, 0, 2, 3]]))  # feature order changed
+    c = fingerprint(feed(0.0, x[:, [1, 0, 2, 3]]))  # feature order changed
     assert [line.split(" of ")[0] for line in differences(a, c)] == ["training batch 1", "evaluation batch 1"]
     assert model.forward.__self__ is model  # nothing left patched
     functional = torch.nn.functional
@@ -192,7 +183,7 @@ def test_torch_outermost_calls_are_fingerprinted_by_phase_and_model_values_are_n
     def labelled(labels):
         return lambda: functional.binary_cross_entropy_with_logits(model(x).squeeze(1), labels).backward()
 
-    d, e = _fingerprint(labelled(torch.tensor([0.0, 1.0]))), _fingerprint(labelled(torch.tensor([1.0, 0.0])))
+    d, e = fingerprint(labelled(torch.tensor([0.0, 1.0]))), fingerprint(labelled(torch.tensor([1.0, 0.0])))
     assert d.streams["train"].batches == 2  # the input, and the functional loss's targets
     assert differences(d, e)[0].startswith("training batch 2")  # labels that moved are data that moved
     assert functional.binary_cross_entropy_with_logits is original
@@ -212,10 +203,10 @@ def test_estimator_fit_and_predict_are_fingerprinted_outermost_call_only_and_res
     def feed(columns):
         return lambda: make_pipeline(StandardScaler(), LogisticRegression()).fit(frame[columns], target).predict(frame[columns])
 
-    a, b = _fingerprint(feed(["a", "b", "c"])), _fingerprint(feed(["a", "b", "c"]))
+    a, b = fingerprint(feed(["a", "b", "c"])), fingerprint(feed(["a", "b", "c"]))
     assert a.streams["fit"].batches == 1 and a.streams["predict"].batches >= 1
     assert differences(a, b) == []
-    c = _fingerprint(feed(["b", "a", "c"]))
+    c = fingerprint(feed(["b", "a", "c"]))
     assert differences(a, c)[0].startswith("fit() call 1")
     assert LogisticRegression.fit is original_fit
 
