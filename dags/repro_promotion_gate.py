@@ -38,9 +38,10 @@ def repro_promotion_gate() -> None:
     def compare(move: dict, **context) -> dict:
         """Compare the alias's new version with the one it left; XCom gets the gate and where it was published."""
         from auditor.airflow.hooks import task_session
-        from auditor.airflow.promotion import gate_row
+        from auditor.airflow.promotion import compared_row
 
-        return gate_row(move, task_session(context).compare(move["candidate"], move["incumbent"]).model_dump(mode="json"))
+        session = task_session(context)  # a move that can never be compared is a settled red gate, not retried each poll
+        return compared_row(move, lambda: session.compare(move["candidate"], move["incumbent"]))
 
     compared = compare.expand(move=moved.output)
     PromotionGate.partial().expand(row=compared)

@@ -134,6 +134,22 @@ def gate_row(move: Mapping[str, Any], comparison: Mapping[str, Any]) -> dict[str
             "sentences": [m["sentence"] for m in comparison.get("metrics") or []]}
 
 
+def compared_row(move: Mapping[str, Any], compare: Any) -> dict[str, Any]:
+    """``gate_row`` of ``compare()`` (one ``Session.compare`` call); a comparison that can never succeed (a version
+    without a record, a lineage that blocks: anything but an infrastructure failure or a crash) is a settled red row,
+    ``not_comparable``, so the move is remembered and not compared again every poll; a transient failure is raised
+    (the move stays unseen and the next run compares it)."""
+    from auditor.errors import Meaning, ReproError, describe, meaning_of
+
+    try:
+        comparison = compare()
+    except ReproError as exc:
+        if meaning_of(exc) in (Meaning.INFRASTRUCTURE, Meaning.CRASH):
+            raise
+        return {**move, "gate": "not_comparable", "words": f"not comparable: {describe(exc)}", "published": {}, "sentences": []}
+    return gate_row(move, comparison.model_dump(mode="json"))
+
+
 class PromotionGate(BaseOperator):
     """The task after a comparison: green for an improvement beyond seed noise, red otherwise; never retried."""
 

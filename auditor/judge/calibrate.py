@@ -283,6 +283,9 @@ def band_from_runs(
     named, (low, high) = metric_kind(metric)  # a band never leaves the values its metric can take
     if named != direction:  # declared against what the name says: the name's domain is not known to hold
         low, high = -INF, INF
+    observed = [*numbers, *([reference] if reference is not None and math.isfinite(reference) else [])]
+    if any(not low <= v <= high for v in observed):  # a Gini or an accuracy in percent: another scale than the name's
+        low, high = -INF, INF
     lower, upper = max(mean - half, low), min(mean + half, high)
     level = f"{1.0 - (1.0 - confidence) / 2.0:g}"
     return Band(
@@ -314,12 +317,13 @@ def bands_from_reruns(
     """One band per metric from ``{rerun_id: {metric: value}}``; every rerun must report every metric.
 
     Directions default to :func:`default_direction`; a registered value, when numeric and finite,
-    becomes the band's reference.
+    becomes the band's reference. A duration (:func:`is_duration`) gets no band: it is the machine's, not the
+    model's, and is never judged (calibration and the bands' binding both come through here).
     """
     directions = directions or {}
     registered = registered or {}
     runs = list(reruns)
-    names = sorted({name for metrics in reruns.values() for name in metrics})
+    names = sorted({name for metrics in reruns.values() for name in metrics if not is_duration(name)})
     bands = {}
     for name in names:
         missing = [run for run in runs if name not in reruns[run]]

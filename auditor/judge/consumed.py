@@ -105,7 +105,7 @@ def segment_findings(recorded: RunRecord, replays: list[tuple[int, int, RunRecor
     per = stream.batches // total_steps
     out: list[Finding] = []
     for start, end, replay in replays:
-        steps = f"steps {start + 1}–{end}"
+        steps = f"steps {start}–{end}"  # as ``auditor.segments.Segment.steps`` names the segment
         got = (replay.consumed.streams.get("train") if replay is not None and replay.consumed is not None else None)
         if replay is None or replay.consumed is None or replay.consumed.scheme != recorded.consumed.scheme or got is None:
             out.append(Finding(code="consumed.segments_unmatched", path="consumed.streams.train", severity="warning",

@@ -344,17 +344,17 @@ class Fingerprint:
         """Remove every hook and return what was seen."""
         self.active = False
         if not self._torch_at_start and "torch" in sys.modules:
-            self.notes.append("torch was imported after the block began: its batches were not fingerprinted "
+            self.note("torch was imported after the block began: its batches were not fingerprinted "
                               "(import it before auditor.track)")
         if not self._sklearn_at_start and "sklearn.base" in sys.modules:
-            self.notes.append("scikit-learn was imported after the block began: its estimators' fit/predict calls "
+            self.note("scikit-learn was imported after the block began: its estimators' fit/predict calls "
                               "were not fingerprinted (import it before auditor.track)")
         for library in ("xgboost", "lightgbm"):
             if self.installed and library in sys.modules and library not in self._native_at_start:
-                self.notes.append(f"{library} was imported after the block began: its native train/predict calls were not "
+                self.note(f"{library} was imported after the block began: its native train/predict calls were not "
                                   f"fingerprinted (import it before auditor.track)")
         if self.targets_seen and not self.inputs_seen:
-            self.notes.append(f"a loss's targets were seen ({self.targets_seen} batch(es)) but never a model's input: a model "
+            self.note(f"a loss's targets were seen ({self.targets_seen} batch(es)) but never a model's input: a model "
                               "run through .forward() or as a plain function is not fingerprinted (call the model itself)")
         for undo in reversed(self._undo):
             try:

@@ -62,8 +62,10 @@ def redacted(uri: str) -> str:
 
 
 def in_parallel(run: Callable[[Any], Any], items: Iterable[Any], workers: int) -> list[Any]:
-    """``run`` of each item, ``workers`` at a time, results in the items' order (reruns and segment replays are
-    independent: each writes its own output folder)."""
+    """``run`` of each item, ``workers`` at a time, results in the items' order. Reruns and segment replays write
+    their outputs to folders of their own, but share the workspace (the project folder as the working directory,
+    and its HOME): a script that writes beside itself (a relative cache or checkpoint) races with its twin, so
+    ``REPRO_RERUN_WORKERS`` above 1 is for scripts that write only through the SDK (the README says so)."""
     items = list(items)
     if workers <= 1 or len(items) <= 1:
         return [run(item) for item in items]

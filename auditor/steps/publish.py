@@ -127,7 +127,13 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         session.registry.set_tags(info, tags)
     if session.settings.evidence_packs:
-        write_evidence_pack(session, publication.stem, progress)
+        from auditor.errors import ReproError
+
+        try:  # the audit is published and anchored: a pack that cannot be written is said, never a failed publish
+            write_evidence_pack(session, publication.stem, progress)
+        except ReproError as exc:
+            log.warning("publish %s: the evidence pack was not written (%s); `repro-audit evidence pack %s` writes it",
+                        info.ref, exc, publication.stem)
     log.info("publish %s: %s", info.ref, report_uri)
     return report_uri
 

@@ -173,3 +173,24 @@ def test_one_table_gives_direction_and_domain_consistently():
     assert metric_kind("auc")[0] == metric_kind("f1")[0] == "higher"
     assert metric_kind("error_rate") == ("lower", (0.0, 1.0))
     assert metric_kind("throughput_tokens")[0] == "none"
+
+
+@pytest.mark.parametrize(("metric", "values"), [
+    ("gini", [62.1, 62.9, 62.5, 61.8, 63.0]),        # credit scoring's Gini and KS in percent
+    ("ks", [41.0, 42.5, 40.2]),
+    ("accuracy", [85.3, 86.1, 85.9]),
+])
+def test_a_metric_on_another_scale_than_its_name_says_is_not_clipped_into_an_inverted_band(metric, values):
+    from auditor.judge.calibrate import band_from_runs, default_direction
+
+    band = band_from_runs(metric, values, direction=default_direction(metric), runs=[f"r{i}" for i in range(len(values))],
+                          reference=values[0])
+    assert band.lower <= min(values) and max(values) <= band.upper, band
+    assert "clipped" not in band.method
+
+
+def test_durations_get_no_band():
+    from auditor.judge.calibrate import bands_from_reruns
+
+    reruns = {f"r{i}": {"auc": 0.9 + i / 1000, "train_seconds": 10.0 + i, "epoch_time": 2.0 + i} for i in range(4)}
+    assert set(bands_from_reruns(reruns)) == {"auc"}

@@ -334,7 +334,7 @@ def test_a_replayed_segment_is_held_to_trainings_batches_over_its_steps():
     assert segment_findings(training, [(2, 4, same)], 6) == []
     other = RunRecord(consumed=_consumed(["b4", "b5", "zz", "b7"]))
     [found] = segment_findings(training, [(2, 4, other)], 6)
-    assert found.blocking and "steps 3–4" in found.message and "training batch 7 of training's 12" in found.message
+    assert found.blocking and "steps 2–4" in found.message and "training batch 7 of training's 12" in found.message
     fewer = RunRecord(consumed=_consumed(["b4", "b5", "b6"]))
     assert segment_findings(training, [(2, 4, fewer)], 6)[0].blocking
     uneven = segment_findings(training, [(2, 4, same)], 5)  # 12 batches over 5 steps: not matched, said
