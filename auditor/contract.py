@@ -53,6 +53,9 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", ENV_TORCH_THREA
 #: ``seeds.flags`` key of the nondeterministic sources a training script declared (``run.record_nondeterminism``):
 #: the record's own reason why same-seed reruns may differ (``auditor.judge.expected``)
 FLAG_NONDETERMINISTIC = "declared_nondeterministic"
+#: ``seeds.flags`` key: whether torch initialised CUDA while the block ran (recorded at its end; absent: not recorded).
+#: A host's GPU is a GPU run's only when it was used: a CPU run on a GPU host is expected bitwise
+FLAG_TORCH_CUDA_USED = "torch_cuda_used"
 
 METRICS_FILE = "metrics.json"
 WEIGHTS_FILE = "model.safetensors"

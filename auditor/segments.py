@@ -351,9 +351,9 @@ def model_weights_equal(checkpoint: Path, weights: Path) -> bool:
 
 # -- judging a segment audit ----------------------------------------------------------------------
 def judge_segment(seg: Segment, comparison: Comparison, *, deterministic: bool, floor: Any, wall_s: float | None,
-                  replayed_digest: str | None) -> Any:
+                  replayed_digest: str | None, why: str = "the recipe is deterministic") -> Any:
     """A ``SegmentCheck``: bit for bit passes; otherwise only a recipe whose record explains its noise
-    (``deterministic`` False here means ``expected.spread_is_execution_noise``) within its same-seed floor does."""
+    (``deterministic`` False: ``expected.spread_is_execution_noise``; ``why`` says why not) within its same-seed floor does."""
     from auditor.judge.floors import check_floor
     from auditor.judge.result import SegmentCheck
 
@@ -370,7 +370,7 @@ def judge_segment(seg: Segment, comparison: Comparison, *, deterministic: bool, 
         return SegmentCheck(status="fail", summary=f"{seg.steps}: the replay is another model than the stored checkpoint: {'; '.join(other[:3])}", **common)
     if deterministic:
         return SegmentCheck(status="fail", summary=(f"{seg.steps}: the replay differs from the stored checkpoint ({what}) although "
-                                                    "the record gives no reason it may (expected bitwise): an input no record pins"), **common)
+                                                    f"{why}: an input no record pins"), **common)
     if floor is None:
         return SegmentCheck(status="fail", summary=f"{seg.steps}: the replay differs ({what}) and no same-seed floor was measured to allow it", **common)
     loader_moved = any(d.startswith("metadata") and "loader" in d for d in comparison.differs)

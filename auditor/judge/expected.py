@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from auditor.contract import FLAG_NONDETERMINISTIC
+from auditor.contract import FLAG_NONDETERMINISTIC, FLAG_TORCH_CUDA_USED
 from auditor.lineage.findings import Finding
 
 ExpectedTierName = Literal["bitwise", "statistical", "not_reproducible"]
@@ -140,6 +140,8 @@ def facts_of(record: Any) -> dict[str, Any]:
     device = _lookup(flags, config, "device")
     if gpu and isinstance(device, str) and device.strip().lower().startswith("cpu"):
         gpu = False  # trained on the CPU of a machine that has a GPU (the host records the GPU it saw)
+    if gpu and flags.get(FLAG_TORCH_CUDA_USED) is False:
+        gpu = False  # torch never initialised CUDA in the block: the host's GPU ran none of its kernels
     workers = _lookup(flags, config, "dataloader_num_workers", "num_workers")
     try:
         workers = int(workers) if workers is not None else 0
@@ -292,7 +294,8 @@ def expected_tier(record: Any) -> ExpectedTier:
     return ExpectedTier(tier=tier, words=EXPECTED_WORDS[tier], reasons=reasons, facts=facts)
 
 
-def spread_is_execution_noise(expected: str | None, *, deterministic: bool, accelerator: bool) -> bool:
+def spread_is_execution_noise(expected: str | None, *, deterministic: bool, accelerator: bool,
+                              measured: str | None = None) -> bool:
     """Whether same-seed reruns that differ may be execution noise (then a floor measures it), or must be an input the
     record does not pin (then no floor may excuse a difference). One home for the rule calibration, the judge and
     segment replay share.
@@ -300,20 +303,34 @@ def spread_is_execution_noise(expected: str | None, *, deterministic: bool, acce
     Noise is accepted only where the *record* says why the recipe cannot be bitwise: an expected tier of
     ``statistical`` (a GPU without deterministic algorithms, a world size above 1, a declared nondeterministic
     source). A run expected ``bitwise`` (a CPU run, whatever its ``deterministic`` flag: FACTS.md measured the
-    same seed bit-identical there) whose reruns differ draws on something no seed controls: the clock, an unseeded
-    generator, a side file. Reruns on an accelerator under a record that turned deterministic algorithms off
-    (the record from a CPU, the reruns on a GPU) vary by the GPU's kernels. Without an expected tier (a calibration
-    stored before it was kept) the older rule applies: only a CPU run with deterministic algorithms on is bitwise.
+    same seed bit-identical there; a CPU run on a host that has a GPU too) whose reruns differ draws on something no
+    seed controls: the clock, an unseeded generator, a side file; so does a run expected ``not_reproducible``. The
+    host's accelerator (``accelerator``) is read only without an expected tier (a calibration stored before it was
+    kept), where the older rule applies: only a CPU run with deterministic algorithms on is bitwise.
+
+    ``measured`` is the tier the same-seed reruns' own records reach (``SameSeedFloor.expected``): the reason must
+    hold where the spread was measured too. A training record with ``WORLD_SIZE=2`` explains all-reduce noise, not
+    the spread of reruns that ran as one process.
     """
-    if expected == "not_reproducible":
+    if measured is not None and measured != "statistical":
         return False
-    if expected == "statistical":
-        return True
-    if accelerator and not deterministic:
-        return True
-    if expected is None:
-        return not deterministic or accelerator
-    return False
+    if expected is not None:
+        return expected == "statistical"
+    return not deterministic or accelerator
+
+
+def why_no_noise(expected: str | None, measured: str | None = None) -> str:
+    """Why :func:`spread_is_execution_noise` said no, in words (calibration, the judge and segment replay say it)."""
+    if expected == "statistical" and measured is not None and measured != "statistical":
+        return (f"the reason training's record gives for noise did not hold in the reruns that measured it (their own "
+                f"records expect {measured.replace('_', ' ')}: the same world size, accelerator and declarations)")
+    if expected == "not_reproducible":
+        return ("the record says the run draws randomness no recorded seed controls (expected not reproducible): seed it "
+                "from run.seed; declaring it nondeterministic does not lift that")
+    if expected == "bitwise":
+        return ("nothing in the record says this run cannot be bitwise (expected bitwise: no determinism rule caps it and no "
+                "nondeterministic source is declared with run.record_nondeterminism)")
+    return "the run is on CPU with deterministic algorithms on"
 
 
 def hints() -> dict[str, str]:
@@ -345,4 +362,4 @@ def missed_bitwise(expected: ExpectedTier | None, observed_bitwise: str | None) 
 
 
 __all__ = ["EXPECTED_WORDS", "FLAVOR_CAPS", "RULES", "TIER_RANK", "ExpectedReason", "ExpectedTier", "expected_findings",
-           "expected_tier", "facts_of", "missed_bitwise", "spread_is_execution_noise"]
+           "expected_tier", "facts_of", "missed_bitwise", "spread_is_execution_noise", "why_no_noise"]

@@ -67,6 +67,9 @@ class SameSeedFloor(_Model):
     metric_spread: dict[str, float] = Field(default_factory=dict)  # largest |Δ| of each metric over pairs
     platform: dict[str, Any] = Field(default_factory=dict)
     margin: float = FLOOR_MARGIN
+    #: the tier the same-seed reruns' own records let them reach (``auditor.judge.expected``): a reason for their spread
+    #: must hold where the spread was measured, not only in training's record (None: stored before this was kept)
+    expected: str | None = None
 
     @property
     def n(self) -> int:
@@ -209,19 +212,22 @@ class Calibration(_Model):
         from auditor.judge.expected import spread_is_execution_noise
 
         return spread_is_execution_noise(self.expected, deterministic=bool(self.deterministic),
-                                         accelerator=bool(self.same_seed.platform.get("accelerator")))
+                                         accelerator=bool(self.same_seed.platform.get("accelerator")),
+                                         measured=self.same_seed.expected)
 
     def findings(self) -> list[str]:
         """What calibration found wrong with the recipe's randomness, in words."""
         lines = []
         if not self.same_seed.bit_identical and not self.explained_spread:
-            why = ("nothing in the record says this run cannot be bitwise (expected bitwise: no nondeterministic source "
-                   "is declared)" if self.expected == "bitwise" else "the run is on CPU with deterministic algorithms on")
+            from auditor.judge.expected import why_no_noise
+
+            fix = ("" if self.expected == "not_reproducible"
+                   else ", or, for a kernel that really is nondeterministic, declared with run.record_nondeterminism")
             lines.append(
-                f"the {self.same_seed.n} same-seed reruns differ although {why}: it draws on something no recorded seed "
-                "controls (the clock, an unseeded generator, a side file), never execution noise; every audit of it is "
-                "OUT_OF_TOLERANCE until that input is pinned (seeded from run.seed, passed through the config or a snapshot), "
-                "or, for a kernel that really is nondeterministic, declared with run.record_nondeterminism"
+                f"the {self.same_seed.n} same-seed reruns differ although {why_no_noise(self.expected, self.same_seed.expected)}: it draws on something "
+                "no recorded seed controls (the clock, an unseeded generator, a side file), never execution noise; every audit "
+                "of it is OUT_OF_TOLERANCE until that input is pinned (seeded from run.seed, passed through the config or a "
+                f"snapshot){fix}"
             )
         if self.seed_ignored:
             lines.append(

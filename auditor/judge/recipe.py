@@ -155,7 +155,7 @@ def _recipe_lines(
     compared = [d for d in diffs if d is not None]
     deterministic = bool(registered.seeds and registered.seeds.deterministic)
     noise = spread_is_execution_noise(expected_tier(registered).tier, deterministic=deterministic,
-                                      accelerator=bool(floor.platform.get("accelerator")))
+                                      accelerator=bool(floor.platform.get("accelerator")), measured=floor.expected)
     if floor.bit_identical:
         if compared and not any(d.identical for d in compared):
             lines.append(f"the {floor.n} same-seed reruns agree with one another bit for bit but not with the registered "

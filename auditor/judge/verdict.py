@@ -38,7 +38,9 @@ The overall verdict, first rule that applies:
    bands alone judge, and the tier says so with a warning. A failed tier is never hidden by a
    stronger one that passed (bit-identical weights with a NaN metric are not "reproduced").
 5. ``REPRODUCED_BITWISE`` when the bitwise tier passes.
-6. ``REPRODUCED_WITHIN_TOLERANCE`` when the statistical tier passes.
+6. ``REPRODUCED_WITHIN_TOLERANCE`` when the statistical tier passes, and the registered metrics were recomputed
+   from the registered model (the re-evaluation hook): weights that are not the registered ones say nothing
+   about them, so without that evaluation artifact recovery fails (``NEVER_RECOMPUTED``) and rule 1 applies.
 7. ``OUT_OF_TOLERANCE`` when the weights differ and nothing passed: the tolerance is zero.
 8. ``NOT_REPRODUCIBLE`` when there was nothing to judge the rebuild by (no weights and no band).
 
@@ -65,7 +67,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from auditor.contract import WEIGHTS_FILE
 from auditor.digests import bare
 from auditor.judge.calibrate import is_duration, resolution
-from auditor.judge.expected import spread_is_execution_noise
+from auditor.judge.expected import spread_is_execution_noise, why_no_noise
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
 from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
 from auditor.judge.tolerance import as_number, check_metric
@@ -186,6 +188,12 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
                        "(expected not reproducible): no floor or band can tell that noise from a divergence"), []
     if floor is None:  # an expected tier (from fields the trainer wrote) never loosens the judgement: fail closed
         return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
+    if not floor.bit_identical and not spread_is_execution_noise(
+            expected, deterministic=deterministic, accelerator=bool(floor.platform.get("accelerator")), measured=floor.expected):
+        # before any platform is compared: spread the record gives no reason for is an input, on every platform
+        return False, (f"{floor.n} same-seed reruns differ although {why_no_noise(expected, floor.expected)}: the spread is an "
+                       "input the record does not pin (the clock, an unseeded generator, a side file), never execution noise, so "
+                       "no floor excuses the difference, on this platform or another"), []
     warnings: list[str] = []
     if not floor.platform or not platform:
         # unknown is not "another platform": only a recorded difference may relax the floor
@@ -201,18 +209,7 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
     if floor.bit_identical:
         return False, (f"the recipe is bit-identical on this platform ({floor.n} same-seed reruns gave one weights hash), "
                        "so a rebuild that differs means an input the record does not pin"), warnings
-    if not spread_is_execution_noise(expected, deterministic=deterministic, accelerator=bool(floor.platform.get("accelerator"))):
-        return False, (f"{floor.n} same-seed reruns differ although nothing in the record says this run cannot be bitwise "
-                       f"({_why_bitwise(expected, deterministic)}): the spread is an input the record does not pin (the clock, "
-                       "an unseeded generator, a side file), never execution noise, so no floor excuses the difference"), warnings
     return (*check_floor(diff, floor), warnings)
-
-
-def _why_bitwise(expected: str | None, deterministic: bool) -> str:
-    if expected == "bitwise":
-        return ("expected bitwise: no determinism rule caps it and no nondeterministic source is declared "
-                "with run.record_nondeterminism")
-    return "a CPU run with deterministic algorithms on"
 
 
 def _statistical(results: Sequence[MetricResult], unrecoverable: str | None, error: str | None,
@@ -332,6 +329,9 @@ def judge(
         tiers["statistical"] = tiers["statistical"].model_copy(update={
             "status": "fail", "summary": "the rebuild is another model: " + "; ".join(structure[:3]),
             "details": structure + tiers["statistical"].details})
+    if (tiers["statistical"].status == "pass" and tiers["bitwise"].status != "pass" and tiers["artifact_recovery"].status == "pass"
+            and recovery is not None and _never_recomputed(recovery)):
+        tiers["artifact_recovery"] = _unverified_metrics(tiers["artifact_recovery"], recovery)
     status = {name: tier.status for name, tier in tiers.items()}
     if "fail" in (status["lineage"], status["artifact_recovery"]) or unrecoverable is not None:
         verdict = Verdict.NOT_REPRODUCIBLE
@@ -351,6 +351,29 @@ def judge(
         verdict = Verdict.NOT_REPRODUCIBLE
         tiers["statistical"].details.append("nothing to judge the rebuild by: no band and no rebuilt weights")
     return verdict, tiers
+
+
+#: the words of the artifact-recovery failure when nothing recomputed the registered metrics from the registered model
+NEVER_RECOMPUTED = "the registered metrics were never recomputed from the registered model"
+
+
+def _never_recomputed(check: RecoveryCheck) -> list[str]:
+    """The registered metrics (durations aside) that no evaluation of the registered model recomputed: every one, when
+    the script ignored the re-evaluation hook and no rebuild was bit-identical; [] otherwise."""
+    if check.evaluated is not None or check.rebuilt_identical:
+        return []
+    return sorted(name for name in check.registered if not is_duration(name))
+
+
+def _unverified_metrics(tier: TierResult, check: RecoveryCheck) -> TierResult:
+    """Artifact recovery failed for a rebuild that passed on its floor and bands alone: weights that are not the
+    registered ones say nothing about the registered metrics, so a metric taken on a subset the clock picked would
+    pass (issue 26). Only an evaluation of the registered model (the hook) shows they are the model's."""
+    names = _never_recomputed(check)
+    summary = (f"{NEVER_RECOMPUTED} ({', '.join(names[:6])}{' …' if len(names) > 6 else ''}): the script ignores the "
+               "re-evaluation hook and the rebuild is not bit-identical, so nothing shows the registered model gives them; "
+               "wrap training in `if not run.restore_weights(model):` (or read run.weights_to_evaluate)")
+    return tier.model_copy(update={"status": "fail", "summary": summary, "details": [summary, *tier.details]})
 
 
 def not_reached(tiers: dict[str, TierResult], why: str) -> dict[str, TierResult]:

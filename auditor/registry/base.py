@@ -234,6 +234,7 @@ class RunInfo:
     tags: Mapping[str, str]
     deleted: bool = False
     start_time: int | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)  # each metric's latest value, as MLflow shows it
 
 
 class Registry(abc.ABC):

@@ -285,7 +285,7 @@ class MlflowRegistry(Registry):
     @staticmethod
     def _run_info(run: Any) -> RunInfo:
         return RunInfo(run.info.run_id, dict(run.data.params), dict(run.data.tags),
-                       run.info.lifecycle_stage == "deleted", run.info.start_time)
+                       run.info.lifecycle_stage == "deleted", run.info.start_time, dict(run.data.metrics))
 
     def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
                 tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes],

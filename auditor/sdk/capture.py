@@ -204,6 +204,16 @@ def guard_seeds(run: Run) -> None:
 
 
 def unguard_seeds(run: Run) -> None:
-    """Stop reporting reseeding (the block ended); the guard keeps what it found (``run._seed_guard.found``)."""
+    """Stop reporting reseeding (the block ended); the guard keeps what it found (``run._seed_guard.found``). Records
+    whether torch used CUDA in the block (``FLAG_TORCH_CUDA_USED``): a host's GPU that no kernel ran on explains no noise."""
     if run._seed_guard is not None:
         run._seed_guard.uninstall()
+    if run.seeds is not None:
+        from auditor.contract import FLAG_TORCH_CUDA_USED
+
+        torch = sys.modules.get("torch")
+        try:
+            used = bool(torch is not None and torch.cuda.is_initialized())
+        except Exception:  # noqa: BLE001 - a broken CUDA build: not known to have run, said as not recorded
+            return
+        run.record_flag(FLAG_TORCH_CUDA_USED, used)

@@ -184,7 +184,8 @@ class Run:
 
         Without a declaration a CPU run is expected bitwise, and same-seed reruns that differ are judged an input the
         record does not pin (the clock, an unseeded generator), never noise. With one, the expected tier is
-        statistical: the same-seed floor judges the weights. The audit cannot verify a declaration; every report
+        statistical (unless another rule makes it not reproducible: an unseeded DataLoader, say, which a declaration
+        does not lift): the same-seed floor judges the weights. The audit cannot verify a declaration; every report
         shows it (README, "What each verdict means")."""
         text = str(source).strip() if isinstance(source, str) else ""
         if not text:
@@ -197,9 +198,14 @@ class Run:
         declared = list(self.seeds.flags.get(FLAG_NONDETERMINISTIC) or [])
         if text not in declared:
             declared.append(text)
-        self.seeds.flags[FLAG_NONDETERMINISTIC] = declared
+        self.record_flag(FLAG_NONDETERMINISTIC, declared)
+
+    def record_flag(self, name: str, value: Any) -> None:
+        """Set ``seeds.flags[name]`` in the run's seeds and its record (the SDK's own flags: ``auditor.contract``)."""
+        if self.seeds is not None:
+            self.seeds.flags[name] = value
         if self.record.seeds is not None and self.record.seeds is not self.seeds:
-            self.record.seeds.flags[FLAG_NONDETERMINISTIC] = list(declared)
+            self.record.seeds.flags[name] = value
 
     # -- what the training code writes -------------------------------------------
     @untraced  # the SDK's own reads are not the script's inputs
@@ -230,7 +236,7 @@ class Run:
     ) -> Path:
         """Save a state dict as safetensors and record its sha256 among the outputs; returns the file.
 
-        With the module itself and ``eval_data`` (the evaluation rows as the module takes them, e.g. normalised) and
+        With the module itself and ``eval_data`` (the evaluation rows as the module takes them, e.g. normalised: a 2-D array, rows by features) and
         ``threshold`` (on the module's output: 0 for a logit, 0.5 for a probability), the audit compares both models'
         decisions and calibration measures how many decisions the seed flips, as for ``save_model``.
 
@@ -243,6 +249,9 @@ class Run:
         module = state_dict if hasattr(state_dict, "state_dict") else None
         if module is not None:
             state_dict = state_dict.state_dict()
+        if eval_data is not None and module is None:  # before anything is written
+            raise BadInput("save_weights(eval_data=...) needs the module itself, not its state dict: it scores the data",
+                           hint="pass the model: run.save_weights(model, eval_data=x_test, threshold=0.0)")
         if factory is not None:
             from auditor.sdk.consumed import sdk_call
 
@@ -252,10 +261,7 @@ class Run:
         sha256, size = write_safetensors(state_dict, target)
         uri = WEIGHTS_FILE if self.rebuild else weights_uri(str(self.run_id))
         predictions: dict[str, Any] = {}
-        if eval_data is not None:
-            if module is None:
-                raise BadInput("save_weights(eval_data=...) needs the module itself, not its state dict: it scores the data",
-                               hint="pass the model: run.save_weights(model, eval_data=x_test, threshold=0.0)")
+        if eval_data is not None and module is not None:
             from auditor.sdk.consumed import sdk_call
             from auditor.sdk.models import module_predictions
 

@@ -97,6 +97,19 @@ def _data_changed(record: RunRecord | None, exc: BaseException) -> list[Finding]
             for name in names]
 
 
+def _logged_metrics(a: _Audit) -> list[Finding]:
+    """The registered MLflow run's metrics the record does not hold or holds otherwise (``auditor.judge.logged``)."""
+    from auditor.judge.logged import logged_metric_findings
+
+    if not a.info.run_id:
+        return []
+    try:
+        logged = a.session.registry.get_run(a.info.run_id).metrics
+    except NotFound:  # the run is gone: the record's own findings say so
+        return []
+    return logged_metric_findings(a.record.outputs.metrics, logged, run_id=a.info.run_id)
+
+
 def _read_record(a: _Audit) -> None:
     """The version's record and diff, or the finding that says why there is none."""
     try:
@@ -111,7 +124,7 @@ def _read_record(a: _Audit) -> None:
     from auditor.judge.expected import expected_findings, expected_tier
 
     a.expected = expected_tier(a.record)  # the determinism lint: the tier to expect, before any rebuild
-    a.findings = gate(a.record, a.diff) + _knob_findings(a.record) + expected_findings(a.expected)
+    a.findings = gate(a.record, a.diff) + _knob_findings(a.record) + expected_findings(a.expected) + _logged_metrics(a)
     if a.info.run_deleted:
         a.findings.append(Finding(
             code="run.deleted", path="record", severity="warning",
@@ -433,9 +446,11 @@ def compare_reads(a: _Audit, runs: list[RunResult]) -> None:
 
     for run in runs:
         if run.record is None:
-            a.findings.append(Finding(code="traced.unknown", path="traced", severity="warning",
-                                      message="the rebuild left no run record, so what it read was not traced",
-                                      hint="use the SDK (auditor.track) in the training script"))
+            unknown = Finding(code="traced.unknown", path="traced", severity="warning",
+                              message="the rebuild left no run record, so what it read was not traced",
+                              hint="use the SDK (auditor.track) in the training script")
+            if unknown not in a.findings:  # segment audits compare every replay, then the last one again
+                a.findings.append(unknown)
             continue
         a.findings += [f for f in compare_traced(a.record, run.record) if f not in a.findings]
 

@@ -74,7 +74,17 @@ def same_seed_floor(record: Any, runs: list[RunResult]) -> Any:
     own = next((r.record for r in runs if r.record is not None), None)
     platform = platform_fingerprint(own.environment if own else None)
     seed = record.seeds.seed if record.seeds else None
-    return floor_from_reruns([FloorRun(seed=seed, weights_sha256=model_digest(r), metrics=r.metrics) for r in runs], pairs, platform)
+    floor = floor_from_reruns([FloorRun(seed=seed, weights_sha256=model_digest(r), metrics=r.metrics) for r in runs], pairs, platform)
+    return floor.model_copy(update={"expected": measured_tier(runs)})
+
+
+def measured_tier(runs: list[RunResult]) -> str | None:
+    """The strongest tier the reruns' own records expect (``auditor.judge.expected``): their spread is explained only
+    where every one of them gives the reason (None: no rerun left a record)."""
+    from auditor.judge.expected import TIER_RANK, expected_tier
+
+    tiers = [expected_tier(r.record).tier for r in runs if r.record is not None]
+    return min(tiers, key=TIER_RANK.__getitem__) if tiers else None
 
 
 def check_recipe(session: Any, info: Any, record: Any, same: list[RunResult], floor: Any, tmp: Any) -> None:

@@ -130,14 +130,15 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
     if stored is None:
         return []
     chosen = seg.pick_segments(len(parts), seed=seed, count=count, budget=budget)
-    from auditor.judge.expected import spread_is_execution_noise
+    from auditor.judge.expected import spread_is_execution_noise, why_no_noise
 
     floor = _segment_floor(a)  # a bad tag: before replaying
     # held bit for bit unless the record explains noise (one rule with calibration and the judge)
+    tier = a.expected.tier if a.expected is not None else None
+    measured = floor.expected if floor is not None else None
     deterministic = not spread_is_execution_noise(
-        a.expected.tier if a.expected is not None else None,
-        deterministic=bool(a.record.seeds and a.record.seeds.deterministic),
-        accelerator=bool(floor is not None and floor.platform.get("accelerator")))
+        tier, deterministic=bool(a.record.seeds and a.record.seeds.deterministic),
+        accelerator=bool(floor is not None and floor.platform.get("accelerator")), measured=measured)
     done = _run_replays(a, parts, chosen, stored, workers)
     checks, last, hosted, wall = [], None, 0.0, 0.0
     for index, run in zip(chosen, done, strict=True):
@@ -150,7 +151,7 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
             return []
         comparison = seg.compare_checkpoints(stored[part.end], run.checkpoint, a.tmp / f"compare-{index}")
         checks.append(seg.judge_segment(part, comparison, deterministic=deterministic, floor=floor, wall_s=run.wall_s,
-                                        replayed_digest=seg.sha256_of(run.checkpoint)))
+                                        replayed_digest=seg.sha256_of(run.checkpoint), why=why_no_noise(tier, measured)))
         if index == len(parts) - 1:
             last, hosted = run, run.evaluation_s or 0.0
             _recovered_by(a, run)

@@ -143,6 +143,7 @@ def test_same_seed_spread_the_record_gives_no_reason_for_is_never_reproduced(tmp
     if proc.returncode == 0:  # the fingerprint saw nothing differ: the spread is measured, and said to be no noise
         assert "nothing in the record says this run cannot be bitwise" in proc.stderr, proc.stderr[-3000:]
         assert "error:" not in proc.stderr
+        assert json.loads(world.tags(ref)["repro.calibration"])["same_seed"]["expected"] == "bitwise"
     else:  # or a hook saw the data differ: calibration stops
         assert "consumed different data" in proc.stderr, proc.stderr[-3000:]
     result = world.audit(ref)
@@ -151,3 +152,46 @@ def test_same_seed_spread_the_record_gives_no_reason_for_is_never_reproduced(tmp
     said = tiers["statistical"]["summary"] + " ".join(f["message"] for f in _findings(result, "consumed.differs"))
     assert "nothing in the record says this run cannot be bitwise" in said or "first differing" in said, said
     assert _findings(result, "expected.bitwise_missed") or _findings(result, "consumed.differs"), result["result"]["findings"]
+
+
+@pytest.mark.extended  # the mechanism is in the unit tier (test_expected_tier); make test-all runs it end to end
+def test_a_declared_kernel_does_not_hide_metrics_the_registered_model_was_never_shown_to_give(tmp_path):
+    """The second review's G: E3's NumPy metrics on a clock-chosen subset, with the gradient noise *declared* and the
+    re-evaluation hook ignored. The floor and the bands may pass; the registered metrics were never recomputed from
+    the registered model, so artifact recovery fails and the audit is never reproduced."""
+    world = World(tmp_path)
+    (world.project / "train.py").write_text(_numpy_metrics_on_a_clock_chosen_subset())
+    _git(world.project, "commit", "-q", "-am", "a declared kernel, metrics on the clock's rows, the hook ignored")
+    ref = world.train(["grad_noise=true", "declare_noise=true", "ignore_hook=true", "deterministic=false"])
+    world.calibrate(ref)
+    result = world.audit(ref)
+    tiers = result["result"]["tiers"]
+    assert not result["verdict"].startswith("REPRODUCED"), json.dumps(tiers, indent=1)
+    if tiers["statistical"]["status"] == "pass":  # the floor and the bands passed: the registered metrics decide
+        assert result["verdict"] == "NOT_REPRODUCIBLE"
+        assert tiers["artifact_recovery"]["summary"].startswith("the registered metrics were never recomputed"), tiers
+    assert _findings(result, "expected.declared_nondeterministic"), result["result"]["findings"]
+
+
+def test_metrics_mlflow_shows_that_the_record_does_not_hold_are_named_on_the_report(tmp_path):
+    """The second review's F3: after the block, the script logs to the registered MLflow run itself: a metric the record
+    does not hold (taken on rows the clock picks) and another value for a recorded one. The weights rebuild bit for bit
+    and the record's metrics reproduce; the report names both MLflow metrics as never audited."""
+    end = '        run.log_metrics({"log_loss": loss, "accuracy": acc})\n'
+    assert end in TRAIN, "the recipe this test plants drifted"
+    src = TRAIN.replace(end, end + (
+        "    from mlflow import MlflowClient\n"
+        "    if run.run_id:  # after the block, straight to MLflow: never in the record\n"
+        "        client = MlflowClient()\n"
+        "        client.log_metric(run.run_id, 'holdout_auc', float(np.random.default_rng(time.time_ns()).random()))\n"
+        "        client.log_metric(run.run_id, 'accuracy', 0.999, step=99)\n"))
+    world = World(tmp_path)
+    (world.project / "train.py").write_text(src)
+    _git(world.project, "commit", "-q", "-am", "metrics logged to MLflow after the block")
+    ref = world.train([])
+    result = world.audit(ref)
+    assert result["verdict"] == "REPRODUCED_BITWISE", json.dumps(result["result"]["tiers"], indent=1)
+    unrecorded = _findings(result, "outputs.metric_unrecorded")
+    assert unrecorded and "holdout_auc" in unrecorded[0]["message"], result["result"]["findings"]
+    differs = _findings(result, "outputs.metric_differs")
+    assert differs and "accuracy 0.999 in MLflow" in differs[0]["message"], result["result"]["findings"]

@@ -212,14 +212,16 @@ def test_inputs_that_vary_between_runs_are_never_reproduced_and_the_first_differ
 
 def test_execution_noise_with_identical_consumed_data_still_gets_a_statistical_verdict(world):
     ref = world.train(["grad_noise=true", "declare_noise=true", "deterministic=false"])
-    assert world.record(ref).seeds.flags["declared_nondeterministic"] == [
-        "gradient noise from os.urandom after every backward pass (a simulated kernel)"]
+    flags = world.record(ref).seeds.flags
+    assert flags["declared_nondeterministic"] == ["gradient noise from os.urandom after every backward pass (a simulated kernel)"]
+    assert flags["torch_cuda_used"] is False  # a CPU run: a host's GPU would explain nothing
     proc = world.calibrate(ref)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "error:" not in proc.stderr  # a success, with the weak band of 3 reruns as a warning
     assert "warning:" in proc.stderr and "weak band" in proc.stderr
     calibration = json.loads(world.tags(ref)["repro.calibration"])
     assert calibration["same_seed"]["bit_identical"] is False  # the noise is real: reruns differ
+    assert calibration["same_seed"]["expected"] == "statistical"  # and the reruns' own records give its reason
     assert set(json.loads(proc.stdout)) == {"log_loss", "accuracy"}
     result = world.audit(ref)
     tiers = result["result"]["tiers"]

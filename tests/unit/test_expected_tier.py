@@ -274,7 +274,7 @@ def test_a_declared_nondeterministic_source_caps_the_tier_and_lets_the_floor_jud
     ("bitwise", False, False, False),         # a CPU run, flag off: nothing says why
     ("bitwise", True, False, False),
     ("bitwise", True, True, False),           # a GPU run with every determinism flag: bitwise by PyTorch's notes
-    ("bitwise", False, True, True),           # reruns on a GPU of a record with deterministic algorithms off
+    ("bitwise", False, True, False),          # a CPU run (device=cpu) on a host with a GPU: the host's GPU explains nothing
     ("not_reproducible", False, True, False),  # an unseeded generator is an input, never noise
     (None, False, False, True), (None, True, False, False), (None, True, True, True),  # stored before: the older rule
 ])
@@ -282,3 +282,95 @@ def test_spread_is_execution_noise_only_where_the_record_says_why(expected, dete
     from auditor.judge.expected import spread_is_execution_noise
 
     assert spread_is_execution_noise(expected, deterministic=deterministic, accelerator=accelerator) is noise
+
+
+def test_a_cpu_run_on_a_gpu_host_with_deterministic_off_is_still_expected_bitwise_and_its_spread_excuses_nothing():
+    # the diff review's case: the host records its GPU, the run trained on device=cpu with deterministic off
+    record = gpu_record(use_deterministic_algorithms=False, device="cpu")
+    floor = FLOOR.model_copy(update={"platform": {**PLATFORM, "accelerator": "NVIDIA A100-SXM4-80GB"}})
+    expected = expected_tier(record)
+    assert expected.tier == "bitwise", expected.reasons
+    results = check_metrics([{"auc": 0.91}], {"auc": BAND}, registered={"auc": 0.91})
+    recovered = RecoveryCheck(expected_sha256="sha256:" + "ab" * 32, actual_sha256="sha256:" + "ab" * 32)
+    verdict, tiers = judge(findings=[], recovery=recovered, metric_results=results, weight_diff=DIFFERENT, floor=floor,
+                           platform=floor.platform, deterministic=False, expected=expected.tier)
+    assert verdict is Verdict.OUT_OF_TOLERANCE and "nothing in the record says" in tiers["statistical"].summary, tiers
+
+
+def test_a_not_reproducible_run_is_told_a_declaration_does_not_lift_it():
+    from auditor.judge.floors import Calibration
+
+    calibration = Calibration(same_seed=FLOOR, deterministic=True, expected="not_reproducible")
+    line = calibration.findings()[0]
+    assert "expected not reproducible" in line and "does not lift" in line and "declared with run.record_nondeterminism" not in line
+
+
+def test_unexplained_spread_is_not_excused_by_a_rebuild_on_another_platform():
+    # the adversarial review's B: a rebuild on another host used to be judged by the bands alone
+    expected = expected_tier(cpu_record(deterministic=False)).tier
+    elsewhere = {**PLATFORM, "cpu_model": "another cpu"}
+    results = check_metrics([{"auc": 0.91}], {"auc": BAND}, registered={"auc": 0.91})
+    recovered = RecoveryCheck(expected_sha256="sha256:" + "ab" * 32, actual_sha256="sha256:" + "ab" * 32)
+    verdict, tiers = judge(findings=[], recovery=recovered, metric_results=results, weight_diff=DIFFERENT, floor=FLOOR,
+                           platform=elsewhere, deterministic=False, expected=expected)
+    assert verdict is Verdict.OUT_OF_TOLERANCE and "on this platform or another" in tiers["statistical"].summary, tiers
+    # a bit-identical recipe rebuilt elsewhere is still judged by its bands (a platform changes numerics)
+    exact = FLOOR.model_copy(update={"bit_identical": True, "max_abs": 0.0, "rel_l2": 0.0})
+    verdict, _ = judge(findings=[], recovery=recovered, metric_results=results, weight_diff=DIFFERENT, floor=exact,
+                       platform=elsewhere, deterministic=False, expected=expected)
+    assert verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE
+
+
+def test_a_reason_for_noise_must_hold_in_the_reruns_that_measured_it():
+    # the adversarial review's C: WORLD_SIZE=2 at training caps the tier, but the reruns ran as one process
+    record = complete_record(infrastructure=Infrastructure(world_size=2, hostname="trainer-1"))
+    expected = expected_tier(record)
+    assert expected.tier == "statistical" and expected.reasons[0].code == "expected.distributed"
+    single = FLOOR.model_copy(update={"expected": "bitwise"})  # what the reruns' own records expect
+    results = check_metrics([{"auc": 0.91}], {"auc": BAND}, registered={"auc": 0.91})
+    recovered = RecoveryCheck(expected_sha256="sha256:" + "ab" * 32, actual_sha256="sha256:" + "ab" * 32)
+    verdict, tiers = judge(findings=[], recovery=recovered, metric_results=results, weight_diff=DIFFERENT, floor=single,
+                           platform=PLATFORM, deterministic=True, expected=expected.tier)
+    assert verdict is Verdict.OUT_OF_TOLERANCE and "did not hold in the reruns" in tiers["statistical"].summary, tiers
+    # reruns whose own records give the reason (at the same world size): their floor judges
+    same = FLOOR.model_copy(update={"expected": "statistical"})
+    verdict, _ = judge(findings=[], recovery=recovered, metric_results=results, weight_diff=DIFFERENT, floor=same,
+                       platform=PLATFORM, deterministic=True, expected=expected.tier)
+    assert verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE
+
+
+def test_a_gpu_host_whose_gpu_torch_never_used_is_a_cpu_run():
+    # the adversarial review's H: a CPU-only script on a GPU host, no `device` key: the host's GPU used to cap the tier
+    from auditor.contract import FLAG_TORCH_CUDA_USED
+
+    assert expected_tier(gpu_record(use_deterministic_algorithms=False)).tier == "statistical"
+    unused = gpu_record(use_deterministic_algorithms=False, **{FLAG_TORCH_CUDA_USED: False})
+    assert expected_tier(unused).tier == "bitwise"
+    used = gpu_record(use_deterministic_algorithms=False, **{FLAG_TORCH_CUDA_USED: True})
+    assert expected_tier(used).tier == "statistical"
+
+
+def test_within_tolerance_needs_the_registered_metrics_recomputed_from_the_registered_model():
+    # the adversarial review's G: a declared kernel, the hook ignored, metrics on a subset the clock picks: the floor and
+    # the bands passed, and nothing ever evaluated the registered model
+    record = cpu_record(deterministic=False, declared=["a kernel"])
+    expected = expected_tier(record).tier
+    results = check_metrics([{"auc": 0.91}], {"auc": BAND}, registered={"auc": 0.91})
+    ignored = RecoveryCheck(expected_sha256="sha256:" + "ab" * 32, actual_sha256="sha256:" + "ab" * 32,
+                            registered={"auc": 0.91, "train_seconds": 3.0})
+    verdict, tiers = judge(findings=[], recovery=ignored, metric_results=results, weight_diff=DIFFERENT, floor=FLOOR,
+                           platform=PLATFORM, deterministic=False, expected=expected)
+    assert verdict is Verdict.NOT_REPRODUCIBLE, tiers
+    summary = tiers["artifact_recovery"].summary
+    assert summary.startswith("the registered metrics were never recomputed from the registered model (auc)"), summary
+    assert "restore_weights" in summary and tiers["statistical"].status == "pass"
+    # the hook honoured: the registered model's own evaluation gives them, and the floor and bands judge the rebuild
+    honoured = ignored.model_copy(update={"evaluated": {"auc": 0.91}})
+    verdict, tiers = judge(findings=[], recovery=honoured, metric_results=results, weight_diff=DIFFERENT, floor=FLOOR,
+                           platform=PLATFORM, deterministic=False, expected=expected)
+    assert verdict is Verdict.REPRODUCED_WITHIN_TOLERANCE, tiers
+    # a bit-identical rebuild is its own evaluation of the registered model: reproduced bitwise without the hook
+    verdict, _ = judge(findings=[], recovery=ignored.model_copy(update={"rebuilt_identical": [{"auc": 0.91}]}),
+                       metric_results=results, weight_diff=SAME, floor=FLOOR, platform=PLATFORM, deterministic=False,
+                       expected=expected)
+    assert verdict is Verdict.REPRODUCED_BITWISE
