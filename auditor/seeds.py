@@ -92,6 +92,40 @@ def seed_everything(seed: int, deterministic: bool = True, *, used: tuple[str, .
     )
 
 
+def flags_at_end() -> dict[str, Any]:
+    """The determinism flags as the block leaves them (what ran, where ``seed_everything`` saw only the start):
+
+    - ``FLAG_TORCH_CUDA_USED``: whether torch allocated CUDA memory in the process (the record's own GPU query
+      initialises CUDA, so ``is_initialized`` proves nothing; a CPU run on a GPU host allocates none);
+    - ``use_deterministic_algorithms`` as it is now, and ``deterministic_warn_only`` (PyTorch's ``warn_only=True``
+      runs the nondeterministic kernels it only warns about).
+
+    {} without torch; a flag torch cannot answer is left out (not recorded)."""
+    from auditor.contract import FLAG_TORCH_CUDA_USED
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return {}
+    flags: dict[str, Any] = {}
+    try:
+        used = False
+        if torch.cuda.is_initialized():
+            for device in range(torch.cuda.device_count()):
+                stats = torch.cuda.memory_stats(device)
+                if torch.cuda.max_memory_allocated(device) > 0 or stats.get("allocation.all.allocated", 0) > 0:
+                    used = True
+                    break
+        flags[FLAG_TORCH_CUDA_USED] = used
+    except Exception:  # noqa: BLE001 - a broken CUDA build: not known, so not recorded
+        pass
+    try:
+        flags["use_deterministic_algorithms"] = bool(torch.are_deterministic_algorithms_enabled())
+        flags["deterministic_warn_only"] = bool(torch.is_deterministic_algorithms_warn_only_enabled())
+    except Exception:  # noqa: BLE001
+        pass
+    return flags
+
+
 def _seed_worker(worker_id: int, *, base: int) -> None:
     worker_seed = (base + worker_id) % 2**32
     random.seed(worker_seed)

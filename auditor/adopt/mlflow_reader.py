@@ -122,10 +122,11 @@ class MlflowReader:
     def _metadata(self, mv: Any, run: Any) -> Metadata:
         tags = dict(run.data.tags) if run is not None else {}
         params = dict(run.data.params) if run is not None else {}
+        metrics = dict(run.data.metrics) if run is not None else {}
         datasets = tuple(_datasets(run)) if run is not None else ()
         files, mlmodel = self._files(mv, run) if self.read_files else ({}, {})
         return Metadata(name=mv.name, version=str(mv.version), run_id=mv.run_id or None, run_found=run is not None,
-                        source=mv.source, version_tags=dict(mv.tags or {}), tags=tags, params=params, datasets=datasets,
+                        source=mv.source, version_tags=dict(mv.tags or {}), tags=tags, params=params, metrics=metrics, datasets=datasets,
                         env_files=files, mlmodel=mlmodel)
 
     def _location(self, mv: Any, run: Any) -> str | None:

@@ -53,6 +53,7 @@ class Plan:
     flavour: str = ""
     model_file: str = ""  # the flavour's model file inside the artifact folder, when MLmodel names one
     params: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # the registered run's metrics
     delta: tuple[DeltaInput, ...] = ()
     requirements: Mapping[str, str] = field(default_factory=dict)  # name -> exact version, from requirements.txt
     blockers: tuple[str, ...] = ()
@@ -125,7 +126,7 @@ def plan(meta: Metadata, rows: list[Row], *, ref: str) -> Plan:
         assumptions.append(f"dataset {d.name or d.context}: pinned by MLflow's metadata but not checked before the rebuild "
                            "(only a Delta version is)")
     return Plan(ref=ref, commit=commit, repo_url=repo_url, entry=entry, flavour=flavour, model_file=model_file,
-                params=dict(meta.params), delta=tuple(delta), requirements=pins, blockers=tuple(blockers),
+                params=dict(meta.params), metrics=dict(meta.metrics), delta=tuple(delta), requirements=pins, blockers=tuple(blockers),
                 assumptions=tuple(assumptions))
 
 
@@ -137,6 +138,27 @@ def drift(pins: Mapping[str, str], installed: Mapping[str, str | None]) -> list[
         if have != want:
             out.append(f"{name}=={want} recorded, {have or 'not installed'} in the rebuild")
     return out
+
+
+def _metrics_recomputed(recovery: TierResult, plan: Plan, found: Mapping[str, Any], *, same: bool) -> TierResult:
+    """The registered run's metrics against the rebuilt run's, when both models predict the same (issue 26, point 2):
+    a model that gives the same predictions but other registered metrics (taken on rows the clock picked, say) fails
+    artifact recovery; a rebuilt run that logged none of them is said, not judged."""
+    from auditor.judge.verdict import NOT_REPRODUCIBLE_METRICS, metric_problems
+
+    rebuilt = found.get("rebuilt_metrics") or {}
+    if not same or recovery.status != "pass" or not plan.metrics:
+        return recovery
+    if not set(rebuilt) & set(plan.metrics):
+        return recovery.model_copy(update={"details": [*recovery.details, "the registered run's metrics were not recomputed: "
+                                                       "the rebuilt run logged none of them"]})
+    notes: list[str] = []
+    lines = metric_problems("the rebuilt run, whose model predicts the same, logged", dict(rebuilt), dict(plan.metrics), notes)
+    if not lines:
+        return recovery.model_copy(update={"summary": f"{recovery.summary}; the rebuilt run gives the registered metrics",
+                                           "details": [*recovery.details, *notes]})
+    summary = f"{NOT_REPRODUCIBLE_METRICS}: {lines[0]}"
+    return recovery.model_copy(update={"status": "fail", "summary": summary, "details": [summary, *lines[1:], *notes]})
 
 
 def judge(plan: Plan, found: Mapping[str, Any], *, registered_sha256: str | None,
@@ -171,7 +193,10 @@ def judge(plan: Plan, found: Mapping[str, Any], *, registered_sha256: str | None
     recovery = TierResult(name="artifact_recovery", status="pass" if found.get("registered_loaded") else "fail",
                           summary=f"the registered model loaded with mlflow.{plan.flavour}.load_model in the sandbox"
                           if found.get("registered_loaded") else "the registered model did not load in the sandbox")
-    if problems or same is False or not found.get("registered_loaded"):
+    recovery = _metrics_recomputed(recovery, plan, found, same=bool(same))
+    if recovery.status == "fail" and found.get("registered_loaded"):  # a model that predicts the same, other metrics
+        verdict = Verdict.NOT_REPRODUCIBLE
+    elif problems or same is False or not found.get("registered_loaded"):
         verdict = Verdict.OUT_OF_TOLERANCE if found.get("registered_loaded") else Verdict.NOT_REPRODUCIBLE
     elif same and bitwise:
         verdict = Verdict.REPRODUCED_BITWISE

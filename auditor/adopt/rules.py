@@ -102,6 +102,7 @@ class Metadata:
     version_tags: Mapping[str, str] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)  # the run's tags
     params: Mapping[str, str] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # the run's metrics, MLflow's latest values
     datasets: tuple[Dataset, ...] = ()
     env_files: Mapping[str, str] = field(default_factory=dict)  # requirements.txt, python_env.yaml, conda.yaml
     mlmodel: Mapping[str, Any] = field(default_factory=dict)  # flavours, utc_time_created, ...

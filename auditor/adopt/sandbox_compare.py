@@ -4,7 +4,7 @@ Runs INSIDE the rebuild's sandbox (the runner's subprocess; a container without 
 never in the auditor's process: a plain-MLflow model is usually a pickle, and loading one executes whatever
 code it carries. Standalone on purpose (only the standard library, mlflow, numpy, pandas and, for a Delta input,
 deltalake): the auditor copies this file into the workspace and runs it with ``python sandbox_compare.py
-SPEC.json OUT.json``. It writes JSON only: the rebuilt model's folder, the rebuilt run's params, whether the
+SPEC.json OUT.json``. It writes JSON only: the rebuilt model's folder, the rebuilt run's params and metrics, whether the
 registered model loaded, and the predictions' comparison. Nothing it loads travels back.
 
 SPEC: ``{"flavour", "registered" (a folder), "tracking_uri" (the sandbox's own store), "name" (the registered
@@ -21,8 +21,9 @@ import sys
 import traceback
 
 
-def _rebuilt(spec: dict) -> tuple[str | None, dict]:
-    """The rebuilt model's folder and its run's params: the version the entry point registered, else the one MLmodel."""
+def _rebuilt(spec: dict) -> tuple[str | None, dict, dict]:
+    """The rebuilt model's folder and its run's params and metrics: the version the entry point registered, else the one
+    MLmodel (no run: neither)."""
     from mlflow import MlflowClient
     from mlflow.artifacts import download_artifacts
 
@@ -38,12 +39,12 @@ def _rebuilt(spec: dict) -> tuple[str | None, dict]:
         mv = max(versions, key=lambda v: int(v.version))
         path = download_artifacts(artifact_uri=client.get_model_version_download_uri(mv.name, mv.version),
                                   tracking_uri=spec["tracking_uri"])
-        params = dict(client.get_run(mv.run_id).data.params) if mv.run_id else {}
-        return path, params
+        run = client.get_run(mv.run_id) if mv.run_id else None
+        return path, (dict(run.data.params) if run else {}), (dict(run.data.metrics) if run else {})
     found = [root for root, _dirs, files in os.walk(spec["search_root"]) if "MLmodel" in files]
     if len(found) != 1:
-        return None, {}
-    return found[0], {}
+        return None, {}, {}
+    return found[0], {}, {}
 
 
 def _features(model: object, frame: object, registered: str) -> object:
@@ -78,8 +79,8 @@ def compare(spec: dict, out: dict) -> dict:
     flavour = importlib.import_module(f"mlflow.{spec['flavour']}")
     registered = flavour.load_model(spec["registered"])
     out["registered_loaded"] = True
-    rebuilt_dir, params = _rebuilt(spec)
-    out["rebuilt_dir"], out["rebuilt_params"] = rebuilt_dir, params
+    rebuilt_dir, params, metrics = _rebuilt(spec)
+    out["rebuilt_dir"], out["rebuilt_params"], out["rebuilt_metrics"] = rebuilt_dir, params, metrics
     if rebuilt_dir is None:
         out["problem"] = "the entry point registered no model and left no single MLmodel folder"
         return out
@@ -102,7 +103,7 @@ def main(argv: list[str]) -> int:
     spec_path, out_path = argv[1], argv[2]
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
-    result: dict = {"registered_loaded": False, "rebuilt_dir": None, "rebuilt_params": {}, "predictions": {}}
+    result: dict = {"registered_loaded": False, "rebuilt_dir": None, "rebuilt_params": {}, "rebuilt_metrics": {}, "predictions": {}}
     try:
         compare(spec, result)
     except Exception as exc:  # noqa: BLE001 - said in the JSON: the auditor words it

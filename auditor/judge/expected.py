@@ -152,8 +152,10 @@ def facts_of(record: Any) -> dict[str, Any]:
     return {
         "gpu": gpu,
         "accelerator": accelerator,
-        "deterministic_algorithms": _on(flags.get("use_deterministic_algorithms",
-                                                 seeds.deterministic if seeds is not None else None)),
+        # warn_only=True runs the nondeterministic kernels it warns about: on a GPU that is deterministic algorithms off
+        "deterministic_algorithms": (False if _on(flags.get("deterministic_warn_only")) else
+                                     _on(flags.get("use_deterministic_algorithms", seeds.deterministic if seeds is not None else None))),
+        "deterministic_warn_only": bool(_on(flags.get("deterministic_warn_only"))),
         "cudnn_deterministic": _on(flags.get("cudnn_deterministic")),
         "cudnn_benchmark": _on(flags.get("cudnn_benchmark")),
         "cublas_workspace": flags.get("CUBLAS_WORKSPACE_CONFIG") or variables.get("CUBLAS_WORKSPACE_CONFIG"),
@@ -180,7 +182,8 @@ Facts = Mapping[str, Any]
 
 def _gpu_algorithms(f: Facts) -> str | None:
     if f["gpu"] and f["deterministic_algorithms"] is not True:
-        said = "off" if f["deterministic_algorithms"] is False else "not recorded"
+        said = ("warn-only (nondeterministic kernels still run)" if f.get("deterministic_warn_only") else
+                "off" if f["deterministic_algorithms"] is False else "not recorded")
         return (f"a GPU run ({f['accelerator'] or 'CUDA'}) with torch.use_deterministic_algorithms {said}: "
                 "atomic adds in CUDA kernels sum in another order on every run")
     return None
@@ -324,6 +327,10 @@ def why_no_noise(expected: str | None, measured: str | None = None) -> str:
     if expected == "statistical" and measured is not None and measured != "statistical":
         return (f"the reason training's record gives for noise did not hold in the reruns that measured it (their own "
                 f"records expect {measured.replace('_', ' ')}: the same world size, accelerator and declarations)")
+    if expected == "bitwise" and measured == "statistical":
+        return ("the reruns' own records give a reason for noise that training's record does not (another accelerator, "
+                "world size or declaration where they ran): training's run is expected bitwise, so their spread explains "
+                "nothing about it")
     if expected == "not_reproducible":
         return ("the record says the run draws randomness no recorded seed controls (expected not reproducible): seed it "
                 "from run.seed; declaring it nondeterministic does not lift that")

@@ -116,7 +116,7 @@ def _eval_band(name: str, registered: float) -> Band:
 
 #: the words of the artifact-recovery failure when an evaluation of the registered model misses a registered metric
 NOT_REPRODUCIBLE_METRICS = "the registered metrics are not reproducible from the registered model"
-def _metrics_problems(source: str, metrics: dict[str, float | str | None], registered: dict[str, float | str | None],
+def metric_problems(source: str, metrics: dict[str, float | str | None], registered: dict[str, float | str | None],
                       notes: list[str], *, whole_run: bool = False) -> list[str]:
     """How ``metrics`` (an evaluation of the registered model) miss the registered ones, one line per metric.
 
@@ -159,14 +159,14 @@ def _recovery(check: RecoveryCheck | None) -> TierResult:
         ("a rebuild whose model is bit-identical to the registered one evaluates to", m, True) for m in check.rebuilt_identical]
     if not evaluations:
         notes.append("registered metrics not re-evaluated")
-    metric_problems: list[str] = []
+    missed: list[str] = []
     for source, metrics, whole_run in evaluations:
-        for line in _metrics_problems(source, metrics, check.registered, notes, whole_run=whole_run):
-            if line not in metric_problems:
-                metric_problems.append(line)
-    if metric_problems:
-        problems.append(f"{NOT_REPRODUCIBLE_METRICS}: {metric_problems[0]}")
-        problems += metric_problems[1:]
+        for line in metric_problems(source, metrics, check.registered, notes, whole_run=whole_run):
+            if line not in missed:
+                missed.append(line)
+    if missed:
+        problems.append(f"{NOT_REPRODUCIBLE_METRICS}: {missed[0]}")
+        problems += missed[1:]
     if problems:
         return TierResult(name="artifact_recovery", status="fail", summary=problems[0], details=problems + list(dict.fromkeys(notes)))
     summary = "weights match the recorded sha256" + ("" if not evaluations else " and reproduce the metrics")
@@ -179,21 +179,30 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
 
     None means the weights are not judged here: bit-identical, another model (rule 3), no weights, or a
     platform other than the calibration's (the bands alone judge, with a warning). No floor fails closed,
-    whatever the expected tier (``auditor.judge.expected``) says.
+    whatever the expected tier (``auditor.judge.expected``) says. A floor whose spread the record gives no reason
+    for fails first, even a bit-identical rebuild (``expected.spread_is_execution_noise``).
     """
-    if diff is None or diff.identical or structure_problems(diff):
+    if diff is None or structure_problems(diff):
+        return None, "", []
+    if floor is not None and not floor.bit_identical and not spread_is_execution_noise(
+            expected, deterministic=deterministic, accelerator=bool(floor.platform.get("accelerator")), measured=floor.expected):
+        # before the bits and any platform: spread the record gives no reason for is an input, and a rebuild that
+        # happens to match (the clock chose the same rows today) is that input's coincidence, not a guarantee
+        why = why_no_noise(expected, floor.expected)
+        if diff.identical:
+            return False, (f"the rebuild is bit-identical, but {floor.n} same-seed reruns at calibration differed although {why}: "
+                           "the recipe reads an input the record does not pin, so this match is that input's coincidence, "
+                           "not a reproduction"), []
+        return False, (f"{floor.n} same-seed reruns differ although {why}: the spread is an input the record does not pin "
+                       "(the clock, an unseeded generator, a side file), never execution noise, so no floor excuses the "
+                       "difference, on this platform or another"), []
+    if diff.identical:
         return None, "", []
     if expected == "not_reproducible":  # an unseeded generator's noise is an input's, never execution noise
         return False, ("the rebuilt weights differ and the record says the run draws randomness no recorded seed controls "
                        "(expected not reproducible): no floor or band can tell that noise from a divergence"), []
     if floor is None:  # an expected tier (from fields the trainer wrote) never loosens the judgement: fail closed
         return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
-    if not floor.bit_identical and not spread_is_execution_noise(
-            expected, deterministic=deterministic, accelerator=bool(floor.platform.get("accelerator")), measured=floor.expected):
-        # before any platform is compared: spread the record gives no reason for is an input, on every platform
-        return False, (f"{floor.n} same-seed reruns differ although {why_no_noise(expected, floor.expected)}: the spread is an "
-                       "input the record does not pin (the clock, an unseeded generator, a side file), never execution noise, so "
-                       "no floor excuses the difference, on this platform or another"), []
     warnings: list[str] = []
     if not floor.platform or not platform:
         # unknown is not "another platform": only a recorded difference may relax the floor
@@ -358,11 +367,12 @@ NEVER_RECOMPUTED = "the registered metrics were never recomputed from the regist
 
 
 def _never_recomputed(check: RecoveryCheck) -> list[str]:
-    """The registered metrics (durations aside) that no evaluation of the registered model recomputed: every one, when
-    the script ignored the re-evaluation hook and no rebuild was bit-identical; [] otherwise."""
-    if check.evaluated is not None or check.rebuilt_identical:
-        return []
-    return sorted(name for name in check.registered if not is_duration(name))
+    """The registered metrics (durations aside) when no evaluation of the registered model recomputed any of them (the
+    script ignored the re-evaluation hook, or its evaluation logged none of the registered names, and no rebuild was
+    bit-identical); [] when one was recomputed."""
+    names = sorted(name for name in check.registered if not is_duration(name))
+    covered = set(check.evaluated or {}).union(*(set(m) for m in check.rebuilt_identical))
+    return [] if covered & set(names) else names
 
 
 def _unverified_metrics(tier: TierResult, check: RecoveryCheck) -> TierResult:
@@ -370,9 +380,12 @@ def _unverified_metrics(tier: TierResult, check: RecoveryCheck) -> TierResult:
     registered ones say nothing about the registered metrics, so a metric taken on a subset the clock picked would
     pass (issue 26). Only an evaluation of the registered model (the hook) shows they are the model's."""
     names = _never_recomputed(check)
-    summary = (f"{NEVER_RECOMPUTED} ({', '.join(names[:6])}{' …' if len(names) > 6 else ''}): the script ignores the "
-               "re-evaluation hook and the rebuild is not bit-identical, so nothing shows the registered model gives them; "
-               "wrap training in `if not run.restore_weights(model):` (or read run.weights_to_evaluate)")
+    how = ("its evaluation of the registered weights logged none of them" if check.evaluated is not None
+           else "the script ignores the re-evaluation hook")
+    summary = (f"{NEVER_RECOMPUTED} ({', '.join(names[:6])}{' …' if len(names) > 6 else ''}): {how} and the rebuild is not "
+               "bit-identical, so nothing shows the registered model gives them; when run.weights_to_evaluate is set, load "
+               "that model instead of training and log the same metrics (`if not run.restore_weights(model):` does it for a "
+               "PyTorch module)")
     return tier.model_copy(update={"status": "fail", "summary": summary, "details": [summary, *tier.details]})
 
 

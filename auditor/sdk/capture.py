@@ -209,11 +209,7 @@ def unguard_seeds(run: Run) -> None:
     if run._seed_guard is not None:
         run._seed_guard.uninstall()
     if run.seeds is not None:
-        from auditor.contract import FLAG_TORCH_CUDA_USED
+        from auditor.seeds import flags_at_end
 
-        torch = sys.modules.get("torch")
-        try:
-            used = bool(torch is not None and torch.cuda.is_initialized())
-        except Exception:  # noqa: BLE001 - a broken CUDA build: not known to have run, said as not recorded
-            return
-        run.record_flag(FLAG_TORCH_CUDA_USED, used)
+        for name, value in flags_at_end().items():
+            run.record_flag(name, value)

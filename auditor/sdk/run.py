@@ -68,6 +68,7 @@ class Run:
         self._args: argparse.Namespace | None = None  # the script's argparse namespace (track(config=parser|args))
         self._exit_exc: tuple[Any, Any, Any] | None = None  # the block's uncaught exception: the evaluation child prints it
         # -- the outputs
+        self._max_step = 0  # the highest step logged: a metric logged without one goes there, so MLflow's latest is the record's
         self._weights: Path | None = None  # the saved safetensors file
         self._pyfunc: dict[str, Any] | None = None  # the pyfunc LoggedModel to log over it (save_weights(factory=))
         # -- re-evaluating registered weights (auditor.sdk.evaluation)
@@ -193,6 +194,9 @@ class Run:
                            hint='e.g. run.record_nondeterminism("index_add_ on CUDA: atomic adds")')
         if self.seeds is None:
             raise BadInput("record_nondeterminism: this run has no seeds section to record it in", hint="pass seed= to track()")
+        if self.finished:  # the record is logged: changing it now would read as an edit after registration
+            raise BadInput("record_nondeterminism: the run has ended, its record is logged",
+                           hint="call it inside the tracked block, before it ends")
         from auditor.contract import FLAG_NONDETERMINISTIC
 
         declared = list(self.seeds.flags.get(FLAG_NONDETERMINISTIC) or [])
@@ -218,6 +222,10 @@ class Run:
             clean[str(key)] = float(value)
         # assignment (not model_copy) so the record's validators turn NaN and inf into text
         self.record.outputs.metrics = {**self.record.outputs.metrics, **clean}
+        if step is None:  # MLflow shows the value at the highest step: the last one logged must be there to be shown
+            step = self._max_step
+        else:
+            self._max_step = max(self._max_step, int(step))
         if self._session is not None:
             from auditor.registry import tracking
 

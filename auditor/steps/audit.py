@@ -455,6 +455,27 @@ def compare_reads(a: _Audit, runs: list[RunResult]) -> None:
         a.findings += [f for f in compare_traced(a.record, run.record) if f not in a.findings]
 
 
+def _rebuilds_agree(a: _Audit, runs: list[RunResult]) -> None:
+    """``--reruns N`` of a run the record gives no reason to vary (``expected.spread_is_execution_noise``) must rebuild
+    one model: rebuilds that differ among themselves read an input the record does not pin (only the first is
+    compared with the registered model, so this is said here)."""
+    from auditor.judge.expected import spread_is_execution_noise, why_no_noise
+    from auditor.steps.calibrate import model_digest
+
+    digests = [model_digest(r) for r in runs if model_digest(r)]
+    if len(set(digests)) < 2:
+        return
+    tier = a.expected.tier if a.expected is not None else None
+    accelerator = bool(runs[0].record and runs[0].record.environment and runs[0].record.environment.accelerator)
+    if spread_is_execution_noise(tier, deterministic=bool(a.record.seeds and a.record.seeds.deterministic), accelerator=accelerator):
+        return
+    a.findings.append(Finding(
+        code="rebuild.reruns_differ", path="outputs.artifacts", severity="blocking",
+        message=(f"the audit's {len(digests)} rebuilds under one seed gave {len(set(digests))} different models although "
+                 f"{why_no_noise(tier)}: the recipe reads an input the record does not pin"),
+        hint="pin what the reruns read otherwise (seed it from run.seed, pass it through the config or a snapshot)"))
+
+
 def _compare_downloads(a: _Audit, runs: list[RunResult]) -> None:
     """Data the script downloads (``auditor.generated(..., source=URL)``): a rebuild that downloaded other bytes
     trained on other data, because the source changed since training (not because a generator was unseeded)."""
@@ -555,6 +576,7 @@ def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
 
     a.metric_results = check_metrics([r.metrics for r in runs], bands, registered=a.record.outputs.metrics)
     rebuilt = runs[0]
+    _rebuilds_agree(a, runs)
     compare_reads(a, runs)
     _compare_consumed(a, runs)
     _compare_downloads(a, runs)

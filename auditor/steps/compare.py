@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from auditor.errors import BadInput
+from auditor.errors import BadInput, Findings
 from auditor.lineage.findings import Finding
 from auditor.report.ledger import COMPARISONS
 from auditor.steps.common import Progress, now
@@ -81,6 +81,10 @@ def compare(session: Any, candidate_ref: str, incumbent_ref: str, *, reruns: int
     if candidate.ref == incumbent.ref:
         raise BadInput(f"{candidate_ref} and {incumbent_ref} are the same version, {candidate.ref}",
                        hint="compare the candidate with the version the production alias points at")
+    for info, calibration in ((candidate, cand_cal), (incumbent, inc_cal)):
+        if not calibration.same_seed.bit_identical and not calibration.explained_spread:
+            raise Findings(f"{info.ref} cannot be compared: {calibration.findings()[0]}",
+                           hint="pin the input its reruns read otherwise, retrain and calibrate; then compare")
     directions = {**_directions(session, incumbent), **_directions(session, candidate),
                   **dict(session.settings.metric_directions)}  # declared now: wins over what a band stored
     try:

@@ -57,3 +57,23 @@ def test_the_judgement_needs_identical_predictions_and_bytes_for_bitwise():
     changed = {**found, "rebuilt_params": {"n_estimators": "4", "random_state": "42"}}
     verdict, _, problems = judge(p, changed, registered_sha256="sha256:1", rebuilt_sha256="sha256:1")
     assert verdict.value == "OUT_OF_TOLERANCE" and "n_estimators=4 (registered 3)" in problems[0]
+
+
+def test_a_model_that_predicts_the_same_but_gives_other_registered_metrics_is_not_reproducible():
+    # issue 26, point 2, on the adopt path (the third review): metrics on rows the clock picked, the model the same
+    from dataclasses import replace
+
+    p = _plan(replace(PINNED_META, metrics={"accuracy": 0.875, "train_seconds": 4.0}))
+    found = {"registered_loaded": True, "rebuilt_params": dict(PINNED_META.params),
+             "predictions": {"rows": 80, "data": "Delta table /lake/churn @ version 1", "identical": True}}
+    other = {**found, "rebuilt_metrics": {"accuracy": 0.8125, "train_seconds": 9.0}}
+    verdict, tiers, _ = judge(p, other, registered_sha256="sha256:1", rebuilt_sha256="sha256:1")
+    assert verdict.value == "NOT_REPRODUCIBLE", tiers
+    assert tiers["artifact_recovery"].summary.startswith("the registered metrics are not reproducible from the registered model")
+    assert "accuracy" in tiers["artifact_recovery"].summary
+    same = {**found, "rebuilt_metrics": {"accuracy": 0.875, "train_seconds": 9.0}}
+    verdict, tiers, _ = judge(p, same, registered_sha256="sha256:1", rebuilt_sha256="sha256:1")
+    assert verdict.value == "REPRODUCED_BITWISE" and "gives the registered metrics" in tiers["artifact_recovery"].summary
+    none = {**found, "rebuilt_metrics": {}}
+    verdict, tiers, _ = judge(p, none, registered_sha256="sha256:1", rebuilt_sha256="sha256:1")
+    assert verdict.value == "REPRODUCED_BITWISE" and any("not recomputed" in d for d in tiers["artifact_recovery"].details)

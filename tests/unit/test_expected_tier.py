@@ -374,3 +374,39 @@ def test_within_tolerance_needs_the_registered_metrics_recomputed_from_the_regis
                        metric_results=results, weight_diff=SAME, floor=FLOOR, platform=PLATFORM, deterministic=False,
                        expected=expected)
     assert verdict is Verdict.REPRODUCED_BITWISE
+
+
+def test_warn_only_deterministic_algorithms_on_a_gpu_are_expected_statistical():
+    record = gpu_record(use_deterministic_algorithms=True, cudnn_deterministic=True, CUBLAS_WORKSPACE_CONFIG=":4096:8",
+                        deterministic_warn_only=True)
+    expected = expected_tier(record)
+    assert expected.tier == "statistical" and "warn-only" in expected.reasons[0].message, expected.reasons
+
+
+def test_the_flags_at_the_blocks_end_say_what_ran():
+    from auditor.contract import FLAG_TORCH_CUDA_USED
+    from auditor.seeds import flags_at_end
+
+    torch = pytest.importorskip("torch")
+    flags = flags_at_end()
+    assert flags[FLAG_TORCH_CUDA_USED] is False  # this machine's torch never allocated CUDA memory
+    assert flags["use_deterministic_algorithms"] is torch.are_deterministic_algorithms_enabled()
+    assert flags["deterministic_warn_only"] is False
+
+
+def test_an_evaluation_that_recomputed_none_of_the_registered_metrics_is_no_evaluation():
+    record = cpu_record(deterministic=False, declared=["a kernel"])
+    results = check_metrics([{"auc": 0.91}], {"auc": BAND}, registered={"auc": 0.91})
+    for evaluated in ({}, {"eval_loss": 0.3}):
+        check = RecoveryCheck(expected_sha256="sha256:" + "ab" * 32, actual_sha256="sha256:" + "ab" * 32,
+                              registered={"auc": 0.91}, evaluated=evaluated)
+        verdict, tiers = judge(findings=[], recovery=check, metric_results=results, weight_diff=DIFFERENT, floor=FLOOR,
+                               platform=PLATFORM, deterministic=False, expected=expected_tier(record).tier)
+        assert verdict is Verdict.NOT_REPRODUCIBLE and "logged none of them" in tiers["artifact_recovery"].summary, tiers
+
+
+def test_a_bit_identical_rebuild_of_a_recipe_whose_reruns_differed_unexplained_is_not_reproduced():
+    # the third review's case: rows chosen by the weekday; an audit on the same day rebuilds the same bits
+    expected, verdict, tiers = _judge(cpu_record(deterministic=False), floor=FLOOR, weights=SAME)
+    assert expected.tier == "bitwise" and verdict is Verdict.OUT_OF_TOLERANCE, tiers
+    assert "this match is that input's coincidence" in tiers["statistical"].summary
