@@ -481,3 +481,23 @@ def test_missing_registered_weights_are_compared_by_the_recorded_hash(world):
     assert bitwise.status == "pass" and "hash to the recorded sha256" in bitwise.summary
     result, _ = run_audit(world, lambda spec, ev: write(spec, weights=None if ev else _weights(3.0), evaluated=ev))
     assert result.tiers["bitwise"].status == "fail" and "the record says" in result.tiers["bitwise"].summary
+
+
+def test_the_audits_own_reruns_that_differ_under_an_expected_bitwise_record_are_blocking(tmp_path, monkeypatch):
+    """``--reruns 2`` of a CPU run that declares no nondeterminism: the first rebuild is the registered model, the second
+    is not. Only the first is compared with the registered model, so their disagreement is its own blocking finding."""
+    world = _world(tmp_path)
+    try:
+        monkeypatch.setitem(REBUILD_RECORD, "record", complete_record())  # the rebuilds on CPU
+        rebuilds = iter([_weights(), _weights(1.01)])
+
+        def behave(spec, evaluating):
+            write(spec, weights=None if evaluating else next(rebuilds), evaluated=evaluating)
+
+        runner = FakeRunner(behave)
+        result = session(world, runner).audit(world[1].ref, AuditOptions(date="2026-02-01", publish=False, reruns=2)).result
+        found = [f for f in result.findings if f.code == "rebuild.reruns_differ"]
+        assert found and found[0].blocking and "2 different models" in found[0].message, result.findings
+        assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    finally:
+        MemoryRegistry.forget(world[0].uri)
