@@ -94,7 +94,13 @@ def _run_replays(a: Any, parts: list[Any], chosen: list[int], stored: dict[int, 
         a.progress(f"replaying segment {n + 1}/{len(chosen)}: {part.steps}")
         recipe: dict[str, Any] = {"resume": stored[part.begin.step] if part.begin else None, "stop_step": part.end}
         if index == len(parts) - 1 and a.weights is not None:
-            recipe.update(evaluate=a.weights, then_train=True)
+            run = rebuild_once(a, workspace, a.tmp / f"segment-{index}", timeout, **recipe, evaluate=a.weights, then_train=True)
+            if not run.evaluated:
+                return run
+            # it evaluated only (CUDA was up, so the SDK could not fork): the registered weights' metrics, as the full
+            # audit takes them, then the segment replayed in a process of its own
+            a.recovery = a.recovery.model_copy(update={"evaluated": run.metrics})
+            return rebuild_once(a, workspace, a.tmp / f"segment-{index}-train", timeout, **recipe)
         return rebuild_once(a, workspace, a.tmp / f"segment-{index}", timeout, **recipe)
 
     from auditor.steps.common import in_parallel
