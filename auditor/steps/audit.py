@@ -462,7 +462,7 @@ def _rebuilds_agree(a: _Audit, runs: list[RunResult]) -> None:
     from auditor.judge.expected import spread_is_execution_noise, why_no_noise
     from auditor.steps.calibrate import model_digest
 
-    digests = [model_digest(r) for r in runs if model_digest(r)]
+    digests = [d for d in map(model_digest, runs) if d]
     if len(set(digests)) < 2:
         return
     tier = a.expected.tier if a.expected is not None else None

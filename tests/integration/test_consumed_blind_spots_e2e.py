@@ -15,7 +15,14 @@ import json
 
 import pytest
 
-from tests.integration.test_consumed_data import TRAIN, World, _findings, _git
+from tests.integration.test_consumed_data import (
+    TRAIN,
+    World,
+    _findings,
+    _git,
+    assert_audit_fails_lineage_at_the_first_batch,
+    assert_calibration_stops_at_the_first_batch,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -58,21 +65,8 @@ def test_rows_chosen_by_the_clock_fed_as_a_batch_object_are_never_reproduced(tmp
     consumed = world.record(ref).consumed
     assert consumed is not None and consumed.notes == [], consumed  # the Batch's tensors are seen: nothing is hidden
     assert consumed.streams["train"].batches == 3 * 7 and "tensor float32" in (consumed.streams["train"].shape or "")
-
-    proc = world.calibrate(ref)
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "stored no band" in proc.stderr and "consumed different data" in proc.stderr, proc.stderr[-3000:]
-    assert "training batch 1 " in proc.stderr, proc.stderr[-3000:]
-    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
-
-    assert TAG_BANDS not in world.tags(ref) and TAG_CALIBRATION not in world.tags(ref)
-
-    result = world.audit(ref)
-    assert not result["verdict"].startswith("REPRODUCED"), result["verdict"]
-    assert result["result"]["tiers"]["lineage"]["status"] == "fail"
-    found = _findings(result, "consumed.differs")
-    assert found and found[0]["severity"] == "blocking", result["result"]["findings"]
-    assert "first differing training batch 1 of" in found[0]["message"], found[0]["message"]
+    assert_calibration_stops_at_the_first_batch(world, ref)
+    assert_audit_fails_lineage_at_the_first_batch(world, ref)
 
 
 @pytest.mark.extended  # the mechanism (a loss's weights are fingerprinted) is in the unit tier; make test-all runs this

@@ -195,13 +195,23 @@ def test_inputs_that_vary_between_runs_are_never_reproduced_and_the_first_differ
     # each step consumes a batch of rows and its targets (the functional loss), 3 epochs of 7 or 8 steps
     assert consumed is not None and consumed.streams["train"].batches == 2 * 3 * (7 if "rows" in kind else 8)
     if deterministic == "false":  # the case that used to be accepted as execution noise
-        proc = world.calibrate(ref)
-        assert proc.returncode == 1, proc.stderr[-3000:]
-        assert "stored no band" in proc.stderr and "consumed different data" in proc.stderr, proc.stderr[-3000:]
-        assert "training batch 1 " in proc.stderr, proc.stderr[-3000:]
-        from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+        assert_calibration_stops_at_the_first_batch(world, ref)
+    assert_audit_fails_lineage_at_the_first_batch(world, ref)
 
-        assert TAG_BANDS not in world.tags(ref) and TAG_CALIBRATION not in world.tags(ref)
+
+def assert_calibration_stops_at_the_first_batch(world: World, ref: str) -> None:
+    """Calibration of input noise: exit 1, no band, the first differing training batch named, nothing stored."""
+    proc = world.calibrate(ref)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "stored no band" in proc.stderr and "consumed different data" in proc.stderr, proc.stderr[-3000:]
+    assert "training batch 1 " in proc.stderr, proc.stderr[-3000:]
+    from auditor.tags import TAG_BANDS, TAG_CALIBRATION
+
+    assert TAG_BANDS not in world.tags(ref) and TAG_CALIBRATION not in world.tags(ref)
+
+
+def assert_audit_fails_lineage_at_the_first_batch(world: World, ref: str) -> None:
+    """The audit of input noise: never reproduced, lineage failed by a blocking consumed.differs naming batch 1."""
     result = world.audit(ref)
     assert not result["verdict"].startswith("REPRODUCED"), result["verdict"]
     assert result["result"]["tiers"]["lineage"]["status"] == "fail"
