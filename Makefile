@@ -3,18 +3,30 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LOCK := requirements/dev.lock.txt
 
-.PHONY: demo test test-fast test-all test-extended test-image test-compose lint bench sysdeps venv clean image image-base
+.PHONY: lock demo test test-fast test-all test-extended test-image test-compose lint bench sysdeps venv clean image image-base
 
 venv: $(STAMP)
 
-# torch==2.13.0 is pinned here only (the CPU wheel on this machine's disk); the
-# library itself asks for a range. uv resolves the rest quickly and keeps torch.
-$(STAMP): pyproject.toml
+# Every environment of the project (dev, test, demo) installs exactly the committed lock, never a fresh
+# resolution: requirements/dev.lock.txt (uv's requirements lock, with hashes) holds every package at one
+# version, torch's CPU build included. `uv pip sync` makes the venv exactly the lock (it removes anything
+# else), then the project goes in editable without its dependencies. Move the lock with `make lock`.
+UV_VERSION := $(shell sed -n 's/^uv==\([0-9.]*\).*/\1/p' $(LOCK))
+# torch's CPU wheel: from this kind of machine's disk, else from PyTorch's own CPU index (same file, same hash)
+TORCH_WHEELS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check "torch==2.13.0" "uv>=0.4"
-	$(VENV)/bin/uv pip install -q --python $(PY) -e ".[dev]"
+	$(PY) -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+	$(VENV)/bin/uv pip sync -q --python $(PY) --find-links $(TORCH_WHEELS) $(LOCK)
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	touch $(STAMP)
+
+# Move the lock: re-resolve to the newest releases in a scratch venv, run the smoke checks there, and write
+# requirements/dev.lock.txt only when they pass, printing which packages moved (requirements/relock.py).
+lock: venv
+	$(PY) requirements/relock.py
 
 # System packages the tests drive for real: a Docker engine and a headless browser.
 sysdeps:
