@@ -24,7 +24,7 @@ from typing import Any
 from auditor import git
 from auditor import settings as S
 from auditor.contract import ENV_TORCH_THREADS
-from auditor.errors import InfrastructureError
+from auditor.errors import EXTRAS, BadInput, InfrastructureError, MissingExtra
 from auditor.tags import TAG_TIER
 from auditor.uris import model_uri, run_artifact_uri
 
@@ -271,6 +271,24 @@ def _ensure_model(client, name: str) -> None:
 
 
 TABULAR = REPO_ROOT / "examples" / "tabular"
+
+
+#: what the demo imports beyond the core install; each one missing is named with its extra
+DEMO_MODULES = ("mlflow", "torch", "airflow", "sklearn", "xgboost")
+
+
+def check_can_run() -> None:
+    """Raise, before anything is written, when this install cannot run the demo: it needs the repository's
+    examples (a clone, not an installed wheel) and the extras its versions train and audit with."""
+    import importlib.util
+
+    for folder in (REFERENCE, TABULAR):
+        if not folder.is_dir():
+            raise BadInput(f"repro-audit demo needs a clone of the repository: {folder} is missing (the examples are "
+                           "not part of the installed package)", hint="git clone the repository, then run `make demo` in it")
+    for module in DEMO_MODULES:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtra(module, EXTRAS[module])
 
 
 @dataclass(frozen=True)

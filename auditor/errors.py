@@ -95,6 +95,38 @@ class UnknownScheme(BadInput):
     """A URI uses a scheme no backend is registered for."""
 
 
+#: the optional extra of ``pyproject.toml`` that brings each importable top-level module (one table)
+EXTRAS: dict[str, str] = {
+    "mlflow": "mlflow", "torch": "torch", "boto3": "s3", "botocore": "s3", "docker": "docker",
+    "airflow": "airflow", "deltalake": "delta", "pyiceberg": "iceberg", "dvc": "dvc",
+    "sklearn": "sklearn", "skops": "sklearn", "xgboost": "xgboost", "lightgbm": "lightgbm", "catboost": "catboost",
+}
+
+
+class MissingExtra(BadInput):
+    """This install of repro-audit lacks the optional extra a command needs (a usage error: exit 2)."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        self.module, self.extra = module, extra
+        super().__init__(f"this command needs {module}, which this install of repro-audit lacks",
+                         hint=f"pip install 'repro-audit[{extra}]'")
+
+
+def missing_extra(exc: BaseException) -> MissingExtra | None:
+    """The ``MissingExtra`` behind ``exc`` (itself or what caused it) when a module of an extra was not found."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MissingExtra):
+            return current
+        name = getattr(current, "name", None) if isinstance(current, ModuleNotFoundError) else None
+        if name and name.split(".")[0] in EXTRAS:
+            return MissingExtra(name.split(".")[0], EXTRAS[name.split(".")[0]])
+        current = current.__cause__ or current.__context__
+    return None
+
+
 # -- the answer is no: exit 1 ---------------------------------------------------------------
 class Findings(ReproError):
     """The input was read fine but the answer is 'no': blocking findings, corrupt data."""
@@ -188,4 +220,7 @@ def task_outcome(verdict: str) -> str:
 
 def describe(exc: BaseException) -> str:
     """The text a failure is reported with: ours as they are, anything else named by its type."""
-    return str(exc) if isinstance(exc, ReproError) else f"unexpected {type(exc).__name__}: {exc}"
+    if isinstance(exc, ReproError):
+        return str(exc)
+    extra = missing_extra(exc)
+    return str(extra) if extra is not None else f"unexpected {type(exc).__name__}: {exc}"

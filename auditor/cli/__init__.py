@@ -18,7 +18,7 @@ from typing import NoReturn
 
 import typer
 
-from auditor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ReproError, describe, exit_code
+from auditor.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, ReproError, describe, exit_code, missing_extra
 
 app = typer.Typer(
     name="repro-audit",
@@ -130,7 +130,8 @@ def _run(argv: list[str] | None, as_json: bool) -> None:
             emit_error_json(exc.format_message(), EXIT_USAGE, hint)
         exc.show()
         sys.exit(EXIT_USAGE)
-    except Exception as exc:  # ours name the fix; anything else is a crash of ours: exit 3, not "not reproduced"
+    except Exception as raised:  # ours name the fix; anything else is a crash of ours: exit 3, not "not reproduced"
+        exc = missing_extra(raised) or raised  # a module of an optional extra missing: name the extra, exit 2
         if not isinstance(exc, ReproError):  # a bug of ours: its traceback (redacted, on stderr) is what a report needs
             traceback.print_exc(file=sys.stderr)
         message = error_message(exc) if isinstance(exc, ReproError) else describe(exc)

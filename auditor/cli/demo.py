@@ -20,7 +20,9 @@ def demo_cmd(
     run the nightly DAG, print the index path."""
     from rich.markup import escape
 
-    from auditor.demo import MODEL, run_demo, signing_key_path
+    from auditor.demo import MODEL, check_can_run, run_demo, signing_key_path
+
+    check_can_run()  # before anything is written: a clone, and the extras the demo trains with
     from auditor.report.attest import public_key_path
     from auditor.settings import HOME, TRACKING_URI, tracking_uri_under
 

@@ -3,6 +3,8 @@
 A fresh virtual environment gets the package from a copy of this checkout, no extras: no MLflow, no
 torch, and (typer 0.29 vendors its click) no ``click``. Ten wrong usages each exit 2 with a usage line and
 no traceback, ``--help`` of every verb exits 0, the install's size is printed and holds no matplotlib.
+Issue 38: the verbs that need MLflow name its extra (exit 2, no traceback) whatever the tracking URI, and
+``repro-audit demo`` from an install without the examples says it needs a clone and writes nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +61,10 @@ def core_env(tmp_path_factory):
     shutil.copytree(ROOT / "auditor", source / "auditor", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(source)],
+    # at the committed lock's versions (uv, as make venv installs it): the core install a newcomer gets today
+    uv = Path(sys.executable).with_name("uv")
+    installed = subprocess.run([str(uv), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                                "-c", str(ROOT / "requirements" / "dev.lock.txt"), str(source)],
                                capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     return venv
@@ -103,3 +109,36 @@ def test_help_of_every_verb_exits_0(core_env, tmp_path):
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{verb} --help: exit {proc.returncode}\n{out}"
         assert "Traceback" not in out and "Usage:" in out, out
+
+
+# issue 38, acceptance 4: the verbs that need the registry, pointed at a tracking server
+NEEDS_MLFLOW = [
+    ["audit", "models:/m/1"],
+    ["report", "coverage"],
+    ["nightly"],
+    ["calibrate", "models:/m/1"],
+    ["compare", "models:/m/1", "models:/m/2"],
+    ["lineage", "show", "models:/m/1"],
+    ["retention", "check"],
+]
+
+
+@pytest.mark.parametrize("argv", NEEDS_MLFLOW, ids=[" ".join(a) for a in NEEDS_MLFLOW])
+@pytest.mark.parametrize("tracking", ["http://127.0.0.1:9/", "sqlite:///mlflow.db"])
+def test_a_verb_that_needs_an_extra_names_it(core_env, argv, tracking, tmp_path):
+    env = {**_env(tmp_path), "MLFLOW_TRACKING_URI": tracking}
+    if tracking.startswith("sqlite:"):  # an existing database (a missing one is answered before MLflow is needed)
+        sqlite3.connect(tmp_path / "mlflow.db").close()
+    proc = subprocess.run([str(core_env / "bin" / "repro-audit"), *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (2, 3), f"{argv}: exit {proc.returncode}\n{out}"
+    assert "Traceback" not in out, out
+    assert "pip install 'repro-audit[mlflow]'" in out, out
+
+
+def test_demo_without_the_examples_says_it_needs_a_clone_and_writes_nothing(core_env, tmp_path):
+    proc = _cli(core_env, ["demo"], tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and "needs a clone of the repository" in out, out
+    assert list(tmp_path.iterdir()) == [], f"demo wrote {sorted(p.name for p in tmp_path.iterdir())} before its check"
