@@ -350,7 +350,17 @@ run = bag.get_dag(dag_id).test(logical_date=pendulum.parse(logical_date))
 # a mapped task by what it works on (its rendered map index: the model ref), not by its position
 states = {ti.task_id if ti.map_index < 0 else f"{ti.task_id}[{getattr(ti, 'rendered_map_index', None) or ti.map_index}]": str(ti.state)
           for ti in run.get_task_instances()}
-print("REPRO_DAG_RESULT " + json.dumps({"state": str(run.state), "tasks": states}))
+# what the night's tasks left in XCom: the error each failed with ("failure"), and publish's summary
+from airflow.models.xcom import XComModel
+from airflow.utils.session import create_session
+failures, summary = {}, None
+with create_session() as session:
+    for row in session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id):
+        if row.key == "failure":
+            failures[row.task_id if row.map_index < 0 else f"{row.task_id}[{row.map_index}]"] = str(XComModel.deserialize_value(row))
+        elif row.key == "return_value" and row.task_id == "publish":
+            summary = XComModel.deserialize_value(row)
+print("REPRO_DAG_RESULT " + json.dumps({"state": str(run.state), "tasks": states, "failures": failures, "summary": summary}, default=str))
 """
 
 
@@ -382,6 +392,20 @@ def run_dag(dag_id: str, logical_date: str, *, env: dict[str, str], home: Path) 
     return json.loads(line.split(" ", 1)[1])
 
 
+def check_night(outcome: dict[str, Any]) -> None:
+    """Raise when the night failed for any reason but the red verdicts it publishes by design, naming each failed
+    task and its own error (``auditor.steps.nightly.night_failures``)."""
+    from auditor.steps.nightly import night_failures
+
+    summary = outcome.get("summary") if isinstance(outcome.get("summary"), dict) else None
+    lines = night_failures(outcome.get("tasks", {}), outcome.get("failures") or {}, summary)
+    if outcome.get("state") != "success" and not summary and not lines:
+        lines = ["the DAG run failed and published no summary (see the tasks' logs)"]
+    if lines:
+        raise InfrastructureError("the night failed before auditing what it sampled:\n" + "\n".join(f"  - {line}" for line in lines),
+                                  hint="fix the failing task's error above, then run the demo again")
+
+
 def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), *, progress: Callable[[str], None] = print) -> Path:
     """Seed (once), calibrate, run the nightly DAG through Airflow, and return the index's path."""
     import logging
@@ -409,6 +433,7 @@ def run_demo(root: Path = Path(".repro/demo"), reports: Path = Path("reports"), 
     progress(f"running repro_nightly_audit for {today} through Airflow (in-process)")
     outcome = run_dag("repro_nightly_audit", today, env=seeded.env, home=root / "airflow")
     progress(f"DAG run {outcome['state']}: " + ", ".join(f"{k}={v}" for k, v in sorted(outcome["tasks"].items())))
+    check_night(outcome)
     from auditor.report.index import INDEX_FILE
 
     return Path(seeded.env[S.REPORTS.name]) / INDEX_FILE

@@ -87,40 +87,54 @@ def repro_nightly_audit() -> None:
 
         Returns the picks (Airflow maps only over a task's return value); the whole
         sample, with what was skipped and why, goes to XCom key ``sample`` for publish.
+        An error is left in XCom (``failure``) for publish, which says the night failed before auditing.
         """
         from auditor.airflow import nightly_settings
         from auditor.airflow.hooks import task_session, task_settings
+        from auditor.airflow.operators import reported_failure
 
-        params = context["params"]
-        session = task_session(context, nightly_settings(params, task_settings()))
-        chosen = session.sample(audit_date(context), models=params.get("models"))
+        with reported_failure(context):
+            params = context["params"]
+            session = task_session(context, nightly_settings(params, task_settings()))
+            chosen = session.sample(audit_date(context), models=params.get("models"))
         context["ti"].xcom_push(key="sample", value=chosen)
         return chosen["picks"]
 
     @task(trigger_rule="all_done", multiple_outputs=False)
-    def publish(sample: dict, results: list[dict], **context) -> dict:
+    def publish(**context) -> dict:
         """Write the run summary, the coverage page and the index (a sampled model with no result is listed as an error);
-        then fail, without retry, when any model did not reproduce: the run's state is the night's."""
+        then fail, without retry, when any model did not reproduce: the run's state is the night's. When ``sample``
+        failed, the index and coverage pages say the night failed before auditing, with its error, and this fails too.
+        Its inputs are read from XCom in the body: an argument from a failed upstream would fail it before it ran."""
         from auditor.airflow.hooks import task_session
-        from auditor.airflow.operators import night_outcome
+        from auditor.airflow.operators import night_inputs, night_outcome, reported_failure
 
-        return night_outcome(context, task_session(context).publish_summary(audit_date(context), sample, list(results)))
+        with reported_failure(context):
+            chosen, results, failure = night_inputs(context)
+            session = task_session(context)
+            if chosen is None:
+                summary = session.publish_failed_night(audit_date(context), f"sample: {failure or 'failed (see its log)'}")
+            else:
+                summary = session.publish_summary(audit_date(context), chosen, results)
+        return night_outcome(context, summary)
 
     @task(multiple_outputs=False)
     def retention(**context) -> dict:
         """What of each production or audited version will stop being reproducible, and when (also on the coverage
         page); fails without retry when an input of a production model is already lost."""
         from auditor.airflow.hooks import task_session
-        from auditor.airflow.operators import retention_outcome
+        from auditor.airflow.operators import reported_failure, retention_outcome
 
-        return retention_outcome(context, task_session(context).retention())
+        with reported_failure(context):  # an error of its own, not a lost input: named as the night's failure
+            checked = task_session(context).retention()
+        return retention_outcome(context, checked)
 
     retention()
     picks = sample()
     results = audit_each(picks)
     verdicts = VerdictOperator.partial().expand(row=results)
     # publish is last and is the night's state: it fails, after publishing, when a model did not reproduce
-    verdicts >> publish(picks["sample"], results)
+    [picks, verdicts] >> publish()
 
 
 repro_nightly_audit()

@@ -21,7 +21,8 @@ Both take only standard ``BaseOperator`` arguments beside their one field, and b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow.sdk import AssetAlias, BaseOperator
@@ -253,10 +254,40 @@ def retention_outcome(context: Any, report: Mapping[str, Any]) -> dict[str, Any]
                                + "; ".join(summary["red"][:10]))
 
 
+@contextlib.contextmanager
+def reported_failure(context: Any) -> Iterator[None]:
+    """Leave the error a night's task fails with in its XCom (``FAILURE_KEY``, redacted) before it propagates, so the
+    night's publish, ``repro-audit demo`` and the index page name the task and its own error."""
+    from auditor.errors import describe
+    from auditor.steps.common import redacted
+    from auditor.steps.nightly import FAILURE_KEY
+
+    try:
+        yield
+    except Exception as exc:
+        context["ti"].xcom_push(key=FAILURE_KEY, value=redacted(describe(exc)))
+        raise
+
+
+def night_inputs(context: Any) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str | None]:
+    """What the night's publish works from, read in its body (an argument of a failed upstream would fail it before
+    it ran): the sample (None when ``sample`` failed), the audits' rows, and the error ``sample`` failed with."""
+    from auditor.steps.nightly import FAILURE_KEY
+
+    ti = context["ti"]
+    chosen = ti.xcom_pull(task_ids="sample", key="sample")
+    results = ti.xcom_pull(task_ids="audit") if chosen is not None else None
+    rows = [r for r in (results or []) if isinstance(r, Mapping)]
+    return chosen, rows, ti.xcom_pull(task_ids="sample", key=FAILURE_KEY)
+
+
 def night_outcome(context: Any, summary: Mapping[str, Any]) -> dict[str, Any]:
     """The night's state, after its summary is published: the summary goes to XCom either way, and the task (the
     DAG's last) fails without retry when any sampled model did not reproduce (a red verdict, or an audit that
     failed outright): the DAG run is failed, so DAG-level alerting sees a red night."""
+    if summary.get("failed"):
+        context["ti"].xcom_push(key="return_value", value=dict(summary))
+        raise AirflowFailException(f"the night of {summary.get('date')} failed before auditing: {summary['failed']}")
     red = [row for row in summary.get("audits") or [] if task_outcome(str(row.get("verdict"))) != "success"]
     if not red:
         return dict(summary)

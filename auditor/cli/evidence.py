@@ -94,6 +94,7 @@ def _result_json(result: Verification, public: Any, source: str) -> dict[str, An
         "anchor_sources": result.anchor_sources if result.anchored is not None else None,
         "first_bad_entry": result.first.seq if result.first else None,
         "problems": [{"entry": p.seq, "message": p.message} for p in result.problems],
+        "auditors": result.auditors,
     }
 
 
@@ -129,6 +130,13 @@ def _print_ok(result: Verification, public: Any, anchors: list[Anchor] | None, s
         markup=False,
         soft_wrap=True,
     )
+    _print_auditors(result)
+
+
+def _print_auditors(result: Verification) -> None:
+    """Which auditor (its version and environment, against the committed lock) published the evidence."""
+    for label, count in sorted(result.auditors.items()):
+        console().print(f"published by {label}: {count} evidence file(s)", markup=False, soft_wrap=True)
 
 
 def _anchors_checked(result: Verification) -> str:

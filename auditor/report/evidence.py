@@ -19,6 +19,7 @@ from auditor.canonical import digest, pretty_json
 from auditor.digests import sha256_hex
 from auditor.errors import Findings, MalformedRecord
 from auditor.judge.result import AuditResult
+from auditor.report.itself import auditor_itself
 from auditor.settings import Settings
 
 KIND = "repro-audit/evidence"
@@ -89,6 +90,7 @@ def build_evidence(
         "kind": KIND,
         "version": VERSION,
         "tool_version": __version__,
+        "auditor": auditor_itself(),  # the auditor's own version and environment, held to the committed lock
         "audit": audit,
         "responsible_person": result.responsible_person or settings.responsible_person,
         "digests": _digests(audit),

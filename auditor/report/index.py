@@ -19,6 +19,10 @@ from auditor.report.view import VERDICT_COLORS
 from auditor.storage.base import BlobStore
 
 INDEX_FILE = "index.html"
+#: the last night's status, written by every nightly publish: ``{"date", "failed"}``, ``failed`` the reason a night
+#: stopped before auditing (``auditor.steps.nightly.publish_failed_night``) or null; the index and coverage pages
+#: lead with it when the night failed, so a night that audited nothing never reads as "0 audits of 0 models"
+NIGHT_FILE = "night.json"
 # Only links the publisher itself makes: a ledger edited to hold "javascript:…" must not become one.
 _SAFE_HREF = re.compile(r"^[A-Za-z0-9_-]+\.html$")
 _MAX_CHIPS = 60
@@ -123,8 +127,17 @@ def _models(audits: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list
     return models
 
 
-def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = None) -> str:
-    """The index page for these ledger entries (linking the coverage page when there is one)."""
+def read_night(store: BlobStore) -> dict[str, Any] | None:
+    """The last night's status (``NIGHT_FILE``) when it says the night failed; None otherwise."""
+    if not store.exists(NIGHT_FILE):
+        return None
+    night = json.loads(store.read(NIGHT_FILE))
+    return night if isinstance(night, dict) and night.get("failed") else None
+
+
+def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = None, night: dict[str, Any] | None = None) -> str:
+    """The index page for these ledger entries (linking the coverage page when there is one), led by the last
+    night's failure when ``night`` (``read_night``) names one."""
     audits, metrics = _audit_rows(entries), _metric_rows(entries)
     newest = sorted(audits, key=_newest_first)
     rows = [
@@ -145,13 +158,15 @@ def render_index(entries: list[dict[str, Any]], *, coverage_href: str | None = N
         head=entries[-1].get("hash") if entries else None,
         script_hash=script_hash("index.js"),
         coverage_href=coverage_href,
+        night=night,
     )
 
 
 def write_index(store: BlobStore, entries: list[dict[str, Any]]) -> None:
     """(Re)write ``index.html`` in ``store`` from the ledger entries."""
     coverage_href = COVERAGE_FILE if store.exists(COVERAGE_FILE) else None
-    store.write(INDEX_FILE, render_index(entries, coverage_href=coverage_href).encode("utf-8"), overwrite=True)
+    page = render_index(entries, coverage_href=coverage_href, night=read_night(store))
+    store.write(INDEX_FILE, page.encode("utf-8"), overwrite=True)
 
 
 # -- inventory coverage: every registered version against the ledger ---------------------------
@@ -246,14 +261,14 @@ def _check_names() -> dict[str, str]:
 
 
 def render_coverage(rows: list[dict[str, Any]], *, overdue_days: int, as_of: str, registry: str,
-                    checks: dict[str, Any] | None = None) -> str:
+                    checks: dict[str, Any] | None = None, night: dict[str, Any] | None = None) -> str:
     """The inventory-coverage page: every registered version, its last audit, overdue and never-audited first;
     with ``checks``, the production and retention checks of the same night (``auditor.steps.production``,
     ``auditor.steps.retention``) below it."""
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in COVERAGE_ORDER}
     return environment().get_template("coverage.html.j2").render(
         rows=rows, counts=counts, overdue_days=overdue_days, as_of=as_of, registry=registry,
-        script_hash=script_hash("index.js"), checks=checks or {}, check_names=_check_names(),
+        script_hash=script_hash("index.js"), checks=checks or {}, check_names=_check_names(), night=night,
     )
 
 
@@ -283,5 +298,5 @@ def coverage_page(inputs: dict[str, Any], entries: list[dict[str, Any]]) -> tupl
     upto = [e for e in entries if int(e.get("seq", -1)) <= int(inputs["ledger_seq"])]
     rows = coverage(list(inputs["versions"]), upto, now=now, overdue_days=int(inputs["overdue_days"]))
     page = render_coverage(rows, overdue_days=int(inputs["overdue_days"]), as_of=now.strftime("%Y-%m-%d %H:%M UTC"),
-                           registry=str(inputs["registry"]), checks=inputs.get("checks"))
+                           registry=str(inputs["registry"]), checks=inputs.get("checks"), night=inputs.get("night"))
     return page.encode("utf-8"), rows

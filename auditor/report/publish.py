@@ -112,7 +112,10 @@ def _statement(doc: dict[str, Any], stem: str, evidence: bytes, report: bytes) -
         "finished_at": audit.get("finished_at"),
         "responsible_person": doc.get("responsible_person"),
         "signer": (doc.get("signing") or {}).get("signer"),
-        "auditor": {"name": "repro-audit", "version": doc.get("tool_version")},
+        "auditor": {"name": "repro-audit", "version": doc.get("tool_version"),
+                    **{k: v for k, v in {"environment_digest": (doc.get("auditor") or {}).get("environment_digest"),
+                                         "matches_lock": ((doc.get("auditor") or {}).get("lock") or {}).get("matches")}.items()
+                       if v is not None}},
     }
     if audit.get("assumptions"):  # a rebuilt plain-MLflow version's (``auditor.adopt.rebuild``): signed with the verdict
         predicate["assumptions"] = list(audit["assumptions"])

@@ -30,7 +30,7 @@ from typing import Any
 from auditor.errors import Findings, NotFound
 from auditor.report import attest
 from auditor.report.calibrations import audits, is_calibration
-from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE
+from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE, NIGHT_FILE
 from auditor.report.ledger import (
     COMPARISONS,
     ENTRIES,
@@ -104,6 +104,8 @@ class Verification:
     anchored: int | None = None  # ledger positions some anchor names (None: no anchors were given); per source below
     anchor_sources: dict[str, int] = field(default_factory=dict)  # each anchor source checked, and its anchors
     problems: list[Problem] = field(default_factory=list)
+    #: which auditor published the evidence (``auditor.report.itself.describe_itself``) -> how many evidence files
+    auditors: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -112,6 +114,23 @@ class Verification:
     @property
     def first(self) -> Problem | None:
         return self.problems[0] if self.problems else None
+
+
+def _note_auditor(out: Verification, entry: dict[str, Any], files: dict[str, bytes]) -> None:
+    """Count the auditor (version, environment, lock) that published the entry's evidence."""
+    import json
+
+    from auditor.report.itself import describe_itself
+
+    data = files.get((entry.get("evidence") or {}).get("key") or "")
+    if data is None or entry.get("kind") == "key_rotation":
+        return
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return  # a changed evidence file is reported by its hash already
+    label = describe_itself(doc.get("auditor") if isinstance(doc, dict) else None)
+    out.auditors[label] = out.auditors.get(label, 0) + 1
 
 
 def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, bytes]) -> str | None:
@@ -476,6 +495,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         entry = obj if isinstance(obj, dict) else (line or {})
         files: dict[str, bytes] = {}
         problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
+        _note_auditor(out, entry, files)
         problem = problem or _key_problem(entry, files, _key_at(index, public_key, boundaries), since_signing, out,
                                           rotation_problems.get(index))
         if problem:
@@ -540,7 +560,7 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
     """Files no entry names: summaries are checked against the ledger, anything else was added by hand."""
     problems: list[Problem] = []
     for key in keys:
-        if key in named or key in (LEDGER_FILE, INDEX_FILE, COVERAGE_FILE, COVERAGE_INPUTS) or key.startswith(ENTRIES):
+        if key in named or key in (LEDGER_FILE, INDEX_FILE, COVERAGE_FILE, COVERAGE_INPUTS, NIGHT_FILE) or key.startswith(ENTRIES):
             continue  # the derived pages are checked by the rules that know them (_index_problems, _coverage_problems)
         if key.startswith(COMPARISONS):  # the promotion gate's readings, never ledgered: not evidence of an audit
             continue
@@ -558,13 +578,14 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
 
 def _index_problems(store: BlobStore, keys: list[str], entries: list[dict[str, Any]]) -> list[Problem]:
     """The index is derived from the entries: it must be exactly what they render to."""
-    from auditor.report.index import COVERAGE_FILE, render_index
+    from auditor.report.index import COVERAGE_FILE, read_night, render_index
 
     if INDEX_FILE not in keys:
         return [Problem(None, f"{INDEX_FILE} is missing")] if audits(entries) else []
     # the index links the coverage page when one is published (``report coverage --write``, ``nightly``)
     coverage_href = COVERAGE_FILE if COVERAGE_FILE in keys else None
-    if store.read(INDEX_FILE) != render_index(audits(entries), coverage_href=coverage_href).encode("utf-8"):
+    page = render_index(audits(entries), coverage_href=coverage_href, night=read_night(store))
+    if store.read(INDEX_FILE) != page.encode("utf-8"):
         return [Problem(None, f"{INDEX_FILE} differs from what the ledger entries render to: it was edited")]
     return []
 

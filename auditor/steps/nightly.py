@@ -51,9 +51,56 @@ def publish_summary(session: Any, date: str, sample: dict[str, Any], results: li
         rows.append({**row, "reason": pick.get("reason")})
     summary = {"date": date, "hours": sample.get("hours"), "audits": rows, "skipped": sample.get("skipped", []), "written_at": now()}
     session.store.write(f"summaries/{date}.json", json.dumps(summary, indent=2, sort_keys=True).encode(), overwrite=True)
+    _write_night(session.store, date, None)
     refresh(session.store)
     _, page = session.coverage(write=True)  # the night has the registry's listing: the coverage page too
     return {**summary, "coverage": page}
+
+
+#: the XCom key under which a night's task leaves the error it failed with (``auditor.airflow.reported_failure``)
+FAILURE_KEY = "failure"
+#: the night's tasks that fail by design on red verdicts (after publishing them): every other failure is the night's own
+RED_BY_DESIGN = ("verdict", "publish", "retention")
+
+
+def _write_night(store: Any, date: str, failed: str | None) -> None:
+    from auditor.report.index import NIGHT_FILE
+
+    store.write(NIGHT_FILE, json.dumps({"date": date, "failed": failed}, sort_keys=True).encode(), overwrite=True)
+
+
+def publish_failed_night(session: Any, date: str, reason: str) -> dict[str, Any]:
+    """Say on the index and coverage pages that the night of ``date`` failed before auditing, and why.
+
+    Reads no registry (it may be what failed): the coverage page is rendered again from its stored inputs."""
+    from auditor.report import ledger
+    from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, coverage_page
+    from auditor.report.publish import refresh
+
+    reason = redacted(reason)
+    _write_night(session.store, date, reason)
+    if session.store.exists(COVERAGE_INPUTS):
+        inputs = {**json.loads(session.store.read(COVERAGE_INPUTS)), "night": {"date": date, "failed": reason}}
+        session.store.write(COVERAGE_INPUTS, json.dumps(inputs, indent=1, sort_keys=True).encode("utf-8"), overwrite=True)
+        session.store.write(COVERAGE_FILE, coverage_page(inputs, ledger.entries(session.store))[0], overwrite=True)
+    refresh(session.store)
+    return {"date": date, "failed": reason, "audits": [], "skipped": [], "written_at": now()}
+
+
+def night_failures(states: dict[str, str], failures: dict[str, str], summary: dict[str, Any] | None) -> list[str]:
+    """What made a DAG run of the night fail other than the red verdicts it publishes by design: one line per task.
+
+    ``states``: each task's state (a mapped one as ``task[ref]``); ``failures``: the error a task left under
+    ``FAILURE_KEY``; ``summary``: what ``publish`` returned (its ``failed`` names a night stopped before auditing).
+    """
+    lines = [f"{task}: {failures[task]}" for task in sorted(failures)]
+    if summary and summary.get("failed") and not any(t.startswith("sample") for t in failures):
+        lines.append(f"publish: the night of {summary.get('date')} failed before auditing: {summary['failed']}")
+    for task, state in sorted(states.items()):
+        base = task.split("[", 1)[0]
+        if state == "failed" and task not in failures and (base not in RED_BY_DESIGN or (base == "publish" and not summary)):
+            lines.append(f"{task}: failed (its error is in the task's log)")
+    return lines
 
 
 def nightly(session: Any, date: str, *, audit_run: str | None, progress: Progress) -> dict[str, Any]:
@@ -61,7 +108,13 @@ def nightly(session: Any, date: str, *, audit_run: str | None, progress: Progres
     from auditor.steps.options import AuditOptions
 
     session.preflight_store()
-    chosen = sample(session, date)
+    try:
+        chosen = sample(session, date)
+    except Exception as exc:  # the night stopped before auditing: every page says so, then the error goes on
+        from auditor.errors import describe
+
+        publish_failed_night(session, date, describe(exc))
+        raise
     if not chosen["picks"] and not chosen["skipped"]:
         raise Findings(f"the registry at {redacted(session.settings.tracking_uri)} has no registered model versions: nothing to audit",
                        hint="check MLFLOW_TRACKING_URI (or --tracking-uri), or register a model first")

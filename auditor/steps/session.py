@@ -185,6 +185,12 @@ class Session:
 
         return nightly(self, date, audit_run=audit_run, progress=progress)
 
+    def publish_failed_night(self, date: str, reason: str) -> dict[str, Any]:
+        """The index and coverage pages say the night of ``date`` failed before auditing, and why."""
+        from auditor.steps.nightly import publish_failed_night
+
+        return publish_failed_night(self, date, reason)
+
     def coverage(self, *, now: Any = None, write: bool = False) -> tuple[list[dict[str, Any]], str]:
         from auditor.steps.coverage import coverage
 
