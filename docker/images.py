@@ -61,7 +61,7 @@ from auditor.rebuild.venv import locked  # one builder per cache entry (shared w
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 #: what the trainer's build context holds (the Dockerfile's COPY sources), as Dockerfile.dockerignore says
-CONTEXT = ("pyproject.toml", "README.md", "auditor")
+CONTEXT = ("pyproject.toml", "requirements/dev.lock.txt", "README.md", "auditor")
 
 BASE_REPOSITORY = "repro-audit/debian-base"
 TRAINER_REPOSITORY = "repro-audit/trainer"
@@ -353,7 +353,7 @@ def context_tar(names: tuple[str, ...] = CONTEXT) -> bytes:
     return buf.getvalue()
 
 
-DEPS_FILES = ("docker/Dockerfile", "pyproject.toml")
+DEPS_FILES = ("docker/Dockerfile", "pyproject.toml", "requirements/dev.lock.txt")
 DEPS_REPOSITORY = "repro-audit/trainer-deps"
 
 

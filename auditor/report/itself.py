@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from auditor.digests import sha256_hex
+from auditor.digests import sha256_digest
 
 #: the committed lock of the project's own environments (make venv installs exactly it; ``make lock`` moves it)
 LOCK_FILE = Path(__file__).resolve().parents[2] / "requirements" / "dev.lock.txt"
@@ -36,7 +36,7 @@ def lock_pins(text: str) -> dict[str, str]:
 def environment_digest(packages: Mapping[str, str]) -> str:
     """sha256 of ``name==version`` lines, sorted by name, repro-audit itself and pip left out."""
     lines = "".join(f"{_normal(n)}=={v}\n" for n, v in sorted(packages.items(), key=lambda kv: _normal(kv[0])) if _normal(n) not in _NOT_COUNTED)
-    return f"sha256:{sha256_hex(lines.encode('utf-8'))}"
+    return sha256_digest(lines.encode("utf-8"))
 
 
 def lock_comparison(installed: Mapping[str, str], pins: Mapping[str, str]) -> list[str]:
@@ -79,3 +79,17 @@ def describe_itself(record: Mapping[str, Any] | None) -> str:
     else:
         held = f"differs from the committed lock in {lock.get('differs_count')} package(s): " + ", ".join(lock.get("differs") or [])
     return f"repro-audit {record.get('version')}, environment {record.get('environment_digest')} ({held})"
+
+
+def auditor_of(evidence: bytes | None) -> str | None:
+    """``describe_itself`` of the auditor an evidence file names; None when there is no file or it is no JSON object
+    (a changed or missing evidence file is reported by its hash already)."""
+    import json
+
+    if evidence is None:
+        return None
+    try:
+        doc = json.loads(evidence)
+    except ValueError:
+        return None
+    return describe_itself(doc.get("auditor")) if isinstance(doc, dict) else None

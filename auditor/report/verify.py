@@ -31,6 +31,7 @@ from auditor.errors import Findings, NotFound
 from auditor.report import attest
 from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE, NIGHT_FILE
+from auditor.report.itself import auditor_of
 from auditor.report.ledger import (
     COMPARISONS,
     ENTRIES,
@@ -114,23 +115,6 @@ class Verification:
     @property
     def first(self) -> Problem | None:
         return self.problems[0] if self.problems else None
-
-
-def _note_auditor(out: Verification, entry: dict[str, Any], files: dict[str, bytes]) -> None:
-    """Count the auditor (version, environment, lock) that published the entry's evidence."""
-    import json
-
-    from auditor.report.itself import describe_itself
-
-    data = files.get((entry.get("evidence") or {}).get("key") or "")
-    if data is None or entry.get("kind") == "key_rotation":
-        return
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        return  # a changed evidence file is reported by its hash already
-    label = describe_itself(doc.get("auditor") if isinstance(doc, dict) else None)
-    out.auditors[label] = out.auditors.get(label, 0) + 1
 
 
 def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, bytes]) -> str | None:
@@ -495,7 +479,8 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         entry = obj if isinstance(obj, dict) else (line or {})
         files: dict[str, bytes] = {}
         problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
-        _note_auditor(out, entry, files)
+        by = auditor_of(files.get((entry.get("evidence") or {}).get("key") or "")) if entry.get("kind") != "key_rotation" else None
+        out.auditors.update({by: out.auditors.get(by, 0) + 1} if by else {})
         problem = problem or _key_problem(entry, files, _key_at(index, public_key, boundaries), since_signing, out,
                                           rotation_problems.get(index))
         if problem:

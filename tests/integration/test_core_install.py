@@ -61,10 +61,10 @@ def core_env(tmp_path_factory):
     shutil.copytree(ROOT / "auditor", source / "auditor", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    # at the committed lock's versions (uv, as make venv installs it): the core install a newcomer gets today
+    # at the committed lock's versions (uv, as make venv installs it; `make lock` points REPRO_TEST_LOCK at the candidate)
     uv = Path(sys.executable).with_name("uv")
     installed = subprocess.run([str(uv), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
-                                "-c", str(ROOT / "requirements" / "dev.lock.txt"), str(source)],
+                                "-c", os.environ.get("REPRO_TEST_LOCK") or str(ROOT / "requirements" / "dev.lock.txt"), str(source)],
                                capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     return venv
