@@ -110,12 +110,7 @@ def repro_nightly_audit() -> None:
         from auditor.airflow.operators import night_inputs, night_outcome, reported_failure
 
         with reported_failure(context):
-            chosen, results, failure = night_inputs(context)
-            session = task_session(context)
-            if chosen is None:
-                summary = session.publish_failed_night(audit_date(context), f"sample: {failure or 'failed (see its log)'}")
-            else:
-                summary = session.publish_summary(audit_date(context), chosen, results)
+            summary = task_session(context).publish_night(audit_date(context), *night_inputs(context))
         return night_outcome(context, summary)
 
     @task(multiple_outputs=False)
@@ -134,7 +129,7 @@ def repro_nightly_audit() -> None:
     results = audit_each(picks)
     verdicts = VerdictOperator.partial().expand(row=results)
     # publish is last and is the night's state: it fails, after publishing, when a model did not reproduce
-    [picks, verdicts] >> publish()
+    [picks, results, verdicts] >> publish()
 
 
 repro_nightly_audit()

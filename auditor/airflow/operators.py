@@ -277,7 +277,9 @@ def night_inputs(context: Any) -> tuple[dict[str, Any] | None, list[dict[str, An
     ti = context["ti"]
     chosen = ti.xcom_pull(task_ids="sample", key="sample")
     results = ti.xcom_pull(task_ids="audit") if chosen is not None else None
-    rows = [r for r in (results or []) if isinstance(r, Mapping)]
+    if isinstance(results, Mapping):  # one mapped instance: Airflow returns its value alone, not a list of one
+        results = [results]
+    rows = [dict(r) for r in (results or []) if isinstance(r, Mapping)]
     return chosen, rows, ti.xcom_pull(task_ids="sample", key=FAILURE_KEY)
 
 

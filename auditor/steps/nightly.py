@@ -87,6 +87,15 @@ def publish_failed_night(session: Any, date: str, reason: str) -> dict[str, Any]
     return {"date": date, "failed": reason, "audits": [], "skipped": [], "written_at": now()}
 
 
+def publish_night(session: Any, date: str, sample: dict[str, Any] | None, results: list[dict[str, Any]],
+                  failure: str | None) -> dict[str, Any]:
+    """``publish_summary`` of a night that sampled; ``publish_failed_night`` (naming ``sample`` and its error) of one
+    whose sample failed."""
+    if sample is None:
+        return publish_failed_night(session, date, f"sample: {failure or 'failed (see its log)'}")
+    return publish_summary(session, date, sample, results)
+
+
 def night_failures(states: dict[str, str], failures: dict[str, str], summary: dict[str, Any] | None) -> list[str]:
     """What made a DAG run of the night fail other than the red verdicts it publishes by design: one line per task.
 
@@ -113,7 +122,7 @@ def nightly(session: Any, date: str, *, audit_run: str | None, progress: Progres
     except Exception as exc:  # the night stopped before auditing: every page says so, then the error goes on
         from auditor.errors import describe
 
-        publish_failed_night(session, date, describe(exc))
+        publish_failed_night(session, date, f"sample: {describe(exc)}")
         raise
     if not chosen["picks"] and not chosen["skipped"]:
         raise Findings(f"the registry at {redacted(session.settings.tracking_uri)} has no registered model versions: nothing to audit",

@@ -185,11 +185,12 @@ class Session:
 
         return nightly(self, date, audit_run=audit_run, progress=progress)
 
-    def publish_failed_night(self, date: str, reason: str) -> dict[str, Any]:
-        """The index and coverage pages say the night of ``date`` failed before auditing, and why."""
-        from auditor.steps.nightly import publish_failed_night
+    def publish_night(self, date: str, sample: dict[str, Any] | None, results: list[dict[str, Any]], failure: str | None) -> dict[str, Any]:
+        """The night's summary, or, when there is no ``sample`` (it failed with ``failure``), pages that say the night
+        failed before auditing (``auditor.steps.nightly.publish_night``)."""
+        from auditor.steps.nightly import publish_night
 
-        return publish_failed_night(self, date, reason)
+        return publish_night(self, date, sample, results, failure)
 
     def coverage(self, *, now: Any = None, write: bool = False) -> tuple[list[dict[str, Any]], str]:
         from auditor.steps.coverage import coverage

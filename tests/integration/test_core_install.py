@@ -123,8 +123,10 @@ NEEDS_MLFLOW = [
 ]
 
 
-@pytest.mark.parametrize("argv", NEEDS_MLFLOW, ids=[" ".join(a) for a in NEEDS_MLFLOW])
-@pytest.mark.parametrize("tracking", ["http://127.0.0.1:9/", "sqlite:///mlflow.db"])
+CASES = [(argv, "http://127.0.0.1:9/") for argv in NEEDS_MLFLOW] + [(["audit", "models:/m/1"], "sqlite:///mlflow.db")]
+
+
+@pytest.mark.parametrize(("argv", "tracking"), CASES, ids=[f"{' '.join(a)} {t.split(':')[0]}" for a, t in CASES])
 def test_a_verb_that_needs_an_extra_names_it(core_env, argv, tracking, tmp_path):
     env = {**_env(tmp_path), "MLFLOW_TRACKING_URI": tracking}
     if tracking.startswith("sqlite:"):  # an existing database (a missing one is answered before MLflow is needed)
