@@ -305,6 +305,14 @@ def _source_of_pyc(path: str) -> str:
     return path
 
 
+def _import_machinery(path: str) -> bool:
+    """A path the import system probes, not one the script reads: an editable install's finder puts
+    ``__editable__.NAME-VERSION.finder.__path_hook__`` on ``sys.path``, which Python then looks up in the working
+    directory; so the auditor's own editable install (or any other) is never read as an input."""
+    name = os.path.basename(path)
+    return name.startswith("__editable__.") and name.endswith(".__path_hook__")
+
+
 def _python_roots() -> list[str]:
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     roots |= {p for p in sysconfig.get_paths().values() if p}
@@ -422,6 +430,8 @@ class Tracer:
         if path in self._seen:
             return
         self._seen.add(path)
+        if _import_machinery(path):
+            return
         path = _source_of_pyc(path)
         real = os.path.realpath(path)
         if self.repo_top is not None and _under(path, [self.repo_top]):

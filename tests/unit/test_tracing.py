@@ -187,3 +187,11 @@ def test_reads_by_threads_running_before_the_block_are_not_the_scripts_inputs(tm
     assert "REPRO_TEST_SCRIPT_THREAD_VAR" in names and "REPRO_TEST_LIBRARY_THREAD_VAR" not in names
     # what was left out is said, not hidden: the record's notes count those reads
     assert any("threads already running when track() was entered were not traced" in n for n in traced.notes), traced.notes
+
+
+def test_an_editable_installs_path_hook_entry_is_import_machinery_not_an_input():
+    from auditor.lineage.tracing import _import_machinery
+
+    assert _import_machinery("/work/project/__editable__.repro_audit-0.1.0.finder.__path_hook__")
+    assert not _import_machinery("/work/project/data/__editable__.csv")
+    assert not _import_machinery("/work/project/train.py")
