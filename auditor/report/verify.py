@@ -479,7 +479,8 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         entry = obj if isinstance(obj, dict) else (line or {})
         files: dict[str, bytes] = {}
         problem = problem or _object_problem(obj_raw, obj, index, prev_obj) or _report_problem(store, entry, files)
-        by = auditor_of(files.get((entry.get("evidence") or {}).get("key") or "")) if entry.get("kind") != "key_rotation" else None
+        audit_entry = entry.get("kind") != "key_rotation" and not is_calibration(entry)  # a report's evidence names its auditor
+        by = auditor_of(files.get((entry.get("evidence") or {}).get("key") or "")) if audit_entry else None
         out.auditors.update({by: out.auditors.get(by, 0) + 1} if by else {})
         problem = problem or _key_problem(entry, files, _key_at(index, public_key, boundaries), since_signing, out,
                                           rotation_problems.get(index))
