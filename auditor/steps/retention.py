@@ -330,8 +330,12 @@ def _ledger_latest(session: Any) -> dict[tuple[str, str], dict[str, Any]]:
         entries = ledger.entries(session.store)
     except (NotFound, Findings):
         return {}
+    from auditor.report.calibrations import is_calibration
+
     latest = {}
     for entry in entries:
+        if is_calibration(entry) or entry.get("kind") == "key_rotation":  # not an audit of a version: no phantom row
+            continue
         audit = entry.get("audit") or {}
         latest[(str(audit.get("model")), str(audit.get("version")))] = entry
     return latest
