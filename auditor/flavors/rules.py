@@ -92,6 +92,24 @@ RULES: tuple[Rule, ...] = (
 
 #: knobs that only say how many threads ran: a difference is reported, not judged (the rules above)
 THREAD_KNOBS = frozenset({"nthread", "n_jobs", "num_threads", "thread_count", "param.n_jobs"})
+#: parameters of the native APIs (``xgboost.train(params, …)``, ``lightgbm.train(params, …)``) that say only how the
+#: work runs: how many threads, how much is printed. Never consumed data (``auditor.sdk.consumed``); the thread
+#: count is still recorded and compared as a knob (the rules above)
+EXECUTION_PARAMS = frozenset({"nthread", "n_jobs", "num_threads", "num_thread", "nthreads", "n_threads", "thread_count",
+                              "verbosity", "verbose", "silent"})
+
+
+def without_execution_params(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A native ``train``/``cv`` call's arguments with ``EXECUTION_PARAMS`` left out of its params mapping (the first
+    positional argument, or ``params=``): what the model is trained on and with, not how the work runs."""
+    def strip(params: Any) -> Any:
+        return {k: v for k, v in params.items() if k not in EXECUTION_PARAMS} if isinstance(params, dict) else params
+
+    if args:
+        args = (strip(args[0]), *args[1:])
+    if "params" in kwargs:
+        kwargs = {**kwargs, "params": strip(kwargs["params"])}
+    return args, kwargs
 
 
 def findings(flavor: str | None, knobs: Knobs, *, path: str = "outputs.artifacts") -> list[Finding]:

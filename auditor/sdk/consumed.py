@@ -61,6 +61,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from auditor.digests import spelled
+from auditor.flavors.rules import without_execution_params
 from auditor.lineage.record import ConsumedData, ConsumedStream
 from auditor.lineage.redact import redacted_logger
 
@@ -295,14 +296,16 @@ class Fingerprint:
         else:
             self._undo.append(functools.partial(delattr, root, "__init_subclass__"))
 
-    def _wrap(self, fn: Any, kind: str, *, bound: bool = True) -> Any:
-        """``fn`` recording its arguments (less ``self`` when ``bound``) as one batch of ``kind``, outermost calls only."""
+    def _wrap(self, fn: Any, kind: str, *, bound: bool = True, shape: Any = None) -> Any:
+        """``fn`` recording its arguments (less ``self`` when ``bound``; through ``shape(args, kwargs)`` when given) as
+        one batch of ``kind``, outermost calls only."""
         fingerprint = self
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if fingerprint._counts():
-                fingerprint.record(kind, (args[1:] if bound else args, kwargs))
+                recorded = (args[1:] if bound else args, kwargs)
+                fingerprint.record(kind, shape(*recorded) if shape else recorded)
             fingerprint._enter()
             try:
                 return fn(*args, **kwargs)
@@ -321,7 +324,7 @@ class Fingerprint:
             if module is None or not inspect.isfunction(original):
                 continue
             self._native_at_start.add(module_name.split(".")[0])
-            wrapped = self._wrap(original, kind, bound=False)
+            wrapped = self._wrap(original, kind, bound=False, shape=without_execution_params)  # threads are no data
             setattr(module, name, wrapped)
             self._undo.append(functools.partial(setattr, module, name, original))
         for module_name, class_name, name, kind in NATIVE_METHODS:
