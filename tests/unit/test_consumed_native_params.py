@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def test_native_boosting_params_that_say_only_how_many_threads_run_are_no_consumed_data():
     """Issue 39: ``xgboost.train(params, …)`` at 2 threads and at 1 consumed the same data; a seed is still an input."""
     import numpy as np
