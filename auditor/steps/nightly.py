@@ -120,9 +120,10 @@ def nightly(session: Any, date: str, *, audit_run: str | None, progress: Progres
     try:
         chosen = sample(session, date)
     except Exception as exc:  # the night stopped before auditing: every page says so, then the error goes on
-        from auditor.errors import describe
+        from auditor.errors import Meaning, describe, meaning_of
 
-        publish_failed_night(session, date, f"sample: {describe(exc)}")
+        if meaning_of(exc) != Meaning.CALLER:  # a usage error (a mistyped URI) is answered and writes nothing
+            publish_failed_night(session, date, f"sample: {describe(exc)}")
         raise
     if not chosen["picks"] and not chosen["skipped"]:
         raise Findings(f"the registry at {redacted(session.settings.tracking_uri)} has no registered model versions: nothing to audit",
