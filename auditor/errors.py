@@ -22,7 +22,7 @@ Inside an audit, a ``caller`` error raised by the model's own inputs (a tag-only
 record, an unusable entrypoint) is the model's problem: NOT_REPRODUCIBLE. A malformed manifest
 or band found mid-audit is ERROR, so that it is named and never passes silently. The version's own
 run record is the exception: one that does not load, or was rewritten after registration, is a
-blocking lineage finding (``auditor.steps.audit._read_record``), so NOT_REPRODUCIBLE: no retry brings it back.
+blocking lineage finding (``auditor.steps.audit_record._read_record``), so NOT_REPRODUCIBLE: no retry brings it back.
 """
 
 from __future__ import annotations
