@@ -16,16 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from auditor.digests import sha256_digest
+from auditor.lineage.gather.packages import _normal_name as _normal  # the one PEP 503 normalisation the record uses
 
 #: the committed lock of the project's own environments (make venv installs exactly it; ``make lock`` moves it)
 LOCK_FILE = Path(__file__).resolve().parents[2] / "requirements" / "dev.lock.txt"
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 #: not counted: repro-audit itself (its version is its own field) and pip, which `python -m venv` seeds, not the lock
 _NOT_COUNTED = frozenset({"repro-audit", "pip"})
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def lock_pins(text: str) -> dict[str, str]:

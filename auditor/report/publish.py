@@ -112,14 +112,19 @@ def _statement(doc: dict[str, Any], stem: str, evidence: bytes, report: bytes) -
         "finished_at": audit.get("finished_at"),
         "responsible_person": doc.get("responsible_person"),
         "signer": (doc.get("signing") or {}).get("signer"),
-        "auditor": {"name": "repro-audit", "version": doc.get("tool_version"),
-                    **{k: v for k, v in {"environment_digest": (doc.get("auditor") or {}).get("environment_digest"),
-                                         "matches_lock": ((doc.get("auditor") or {}).get("lock") or {}).get("matches")}.items()
-                       if v is not None}},
+        "auditor": _auditor(doc),
     }
     if audit.get("assumptions"):  # a rebuilt plain-MLflow version's (``auditor.adopt.rebuild``): signed with the verdict
         predicate["assumptions"] = list(audit["assumptions"])
     return attest.statement(subjects, predicate)
+
+
+def _auditor(doc: dict[str, Any]) -> dict[str, Any]:
+    """The statement's ``auditor``: name and version, and what the evidence records of its environment and lock."""
+    itself = doc.get("auditor") or {}
+    found = {"name": "repro-audit", "version": doc.get("tool_version"),
+             "environment_digest": itself.get("environment_digest"), "matches_lock": (itself.get("lock") or {}).get("matches")}
+    return {k: v for k, v in found.items() if v is not None or k == "version"}
 
 
 def _create_or_read(store: BlobStore, key: str, data: bytes) -> tuple[bytes, bool]:
