@@ -308,9 +308,10 @@ def _source_of_pyc(path: str) -> str:
 def _import_machinery(path: str) -> bool:
     """A path the import system probes, not one the script reads: an editable install's finder puts
     ``__editable__.NAME-VERSION.finder.__path_hook__`` on ``sys.path``, which Python then looks up in the working
-    directory; so the auditor's own editable install (or any other) is never read as an input."""
+    directory; so the auditor's own editable install (or any other) is never read as an input. Only while no such
+    file exists: a real file named so is read like any other (a side input cannot hide behind the name)."""
     name = os.path.basename(path)
-    return name.startswith("__editable__.") and name.endswith(".__path_hook__")
+    return name.startswith("__editable__.") and name.endswith(".__path_hook__") and not os.path.lexists(path)
 
 
 def _python_roots() -> list[str]:

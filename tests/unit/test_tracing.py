@@ -195,3 +195,11 @@ def test_an_editable_installs_path_hook_entry_is_import_machinery_not_an_input()
     assert _import_machinery("/work/project/__editable__.repro_audit-0.1.0.finder.__path_hook__")
     assert not _import_machinery("/work/project/data/__editable__.csv")
     assert not _import_machinery("/work/project/train.py")
+
+
+def test_a_real_file_named_like_a_path_hook_is_still_an_input(tmp_path):
+    from auditor.lineage.tracing import _import_machinery
+
+    hidden = tmp_path / "__editable__.side-1.0.finder.__path_hook__"
+    hidden.write_text("learning_rate=0.2")
+    assert not _import_machinery(str(hidden))
