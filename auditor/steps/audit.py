@@ -12,7 +12,6 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,61 +22,17 @@ from auditor.errors import (
     InputUnrecoverable,
     RecipeCrashed,
     ReproError,
-    describe,
-    verdict_failure,
 )
-from auditor.judge.result import AuditResult, EnvDrift, ModelInfo, Timings, Verdict
+from auditor.judge.result import AuditResult, ModelInfo, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
 from auditor.rebuild.run import RunResult, crash_signature, forked_evaluation, run_recipe
-from auditor.steps.audit_record import _data_changed, _read_record
+from auditor.steps.audit_record import _Audit, _read_record
 from auditor.steps.common import Progress, drift, now
 from auditor.tags import WEIGHTS_ARTIFACT
 from auditor.uris import run_artifact_path
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Audit:
-    """What one audit gathers, step by step, until the judge reads it."""
-
-    session: Any
-    info: Any
-    runner: Any
-    tmp: Path
-    progress: Progress
-    findings: list[Finding] = field(default_factory=list)
-    record: RunRecord | None = None
-    diff: str | None = None
-    recovery: Any = None  # judge.verdict.RecoveryCheck
-    weights: Path | None = None  # the registered model artifact (PyTorch weights or another flavour's file), downloaded
-    flavor: str | None = None  # its flavour (auditor.flavors); None: PyTorch weights
-    metric_results: list = field(default_factory=list)
-    weight_diff: Any = None
-    calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
-    calibrations: list[dict[str, Any]] = field(default_factory=list)  # every calibration run, newest last
-    platform: dict | None = None  # the rebuild's platform fingerprint
-    drift: EnvDrift | None = None
-    log_tail: str = ""
-    timings: Timings = field(default_factory=Timings)
-    evidence: dict[str, str] = field(default_factory=dict)
-    error: str | None = None  # ERROR: no evidence could be produced (retryable)
-    unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
-    segments: Any = None  # judge.result.SegmentReplay, in a segment audit
-    lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
-    calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once, before the rebuild
-    expected: Any = None  # judge.expected.ExpectedTier: what the record alone lets the audit reach
-    multiplicity: Any = None  # judge.multiplicity.Multiplicity, from the calibration's stored decisions
-
-    def failed(self, exc: BaseException) -> None:
-        """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
-        self.log_tail = getattr(exc, "log_tail", "") or self.log_tail
-        self.findings += _data_changed(self.record, exc)
-        if verdict_failure(exc) == Verdict.ERROR.value:
-            self.error = describe(exc)
-        else:
-            self.unrecoverable = describe(exc)
 
 
 def _registered_weights(a: _Audit) -> tuple[Path | None, str | None, str | None]:

@@ -1,19 +1,62 @@
 """What an audit reads of the version's own run record before it rebuilds: the record itself (a blocking finding
 when it was edited after registration or publication), the metrics MLflow shows beside it, the knobs' rule table,
-and the finding a changed snapshot gives. Split from ``auditor.steps.audit``, which calls these for its ``_Audit``.
+and the finding a changed snapshot gives. Split from ``auditor.steps.audit``; ``_Audit``, what one audit gathers, lives here so both read it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from auditor.errors import Findings, InfrastructureError, NotFound, ReproError
+from auditor.errors import Findings, InfrastructureError, NotFound, ReproError, describe, verdict_failure
+from auditor.judge.result import EnvDrift, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.steps.common import gate
+from auditor.steps.common import Progress, gate
 
-if TYPE_CHECKING:
-    from auditor.steps.audit import _Audit
+
+@dataclass
+class _Audit:
+    """What one audit gathers, step by step, until the judge reads it."""
+
+    session: Any
+    info: Any
+    runner: Any
+    tmp: Path
+    progress: Progress
+    findings: list[Finding] = field(default_factory=list)
+    record: RunRecord | None = None
+    diff: str | None = None
+    recovery: Any = None  # judge.verdict.RecoveryCheck
+    weights: Path | None = None  # the registered model artifact (PyTorch weights or another flavour's file), downloaded
+    flavor: str | None = None  # its flavour (auditor.flavors); None: PyTorch weights
+    metric_results: list = field(default_factory=list)
+    weight_diff: Any = None
+    calibration: Any = None  # judge.floors.Calibration, when the version was calibrated
+    calibrations: list[dict[str, Any]] = field(default_factory=list)  # every calibration run, newest last
+    platform: dict | None = None  # the rebuild's platform fingerprint
+    drift: EnvDrift | None = None
+    log_tail: str = ""
+    timings: Timings = field(default_factory=Timings)
+    evidence: dict[str, str] = field(default_factory=dict)
+    error: str | None = None  # ERROR: no evidence could be produced (retryable)
+    unrecoverable: str | None = None  # NOT_REPRODUCIBLE: an input cannot be recovered
+    segments: Any = None  # judge.result.SegmentReplay, in a segment audit
+    lottery: Any = None  # judge.result.SeedLottery, when the version was calibrated
+    calibration_lookup: Any = None  # stored_calibrations' answer and its findings, read once, before the rebuild
+    expected: Any = None  # judge.expected.ExpectedTier: what the record alone lets the audit reach
+    multiplicity: Any = None  # judge.multiplicity.Multiplicity, from the calibration's stored decisions
+
+    def failed(self, exc: BaseException) -> None:
+        """Turn a failure into the verdict ``verdict_failure`` gives it; keep the run's log tail."""
+        self.log_tail = getattr(exc, "log_tail", "") or self.log_tail
+        self.findings += _data_changed(self.record, exc)
+        if verdict_failure(exc) == Verdict.ERROR.value:
+            self.error = describe(exc)
+        else:
+            self.unrecoverable = describe(exc)
+
 
 def _data_changed(record: RunRecord | None, exc: BaseException) -> list[Finding]:
     """A recorded snapshot whose bytes changed since registration: a blocking finding on its data input, naming the
