@@ -293,14 +293,17 @@ def _compare_consumed(a: _Audit, runs: list[RunResult]) -> None:
 
 
 def _bits_over_unknown_inputs(a: _Audit) -> None:
-    """A rebuild whose consumed data cannot be compared with training's (``consumed.unknown``: no fingerprint, or one
-    of another scheme, as a record from an older SDK has) blocks only a rebuild whose weights differ: there the noise
-    cannot be told from input noise. Bit-identical weights are their own evidence: the finding stays, as a warning."""
+    """One rule for what is evidence (issue 39): a rebuild whose model is bit-identical to the registered one is its own
+    evidence. A difference in what the model consumed (``consumed.differs``), or a rebuild whose consumed data cannot be
+    compared with training's (``consumed.unknown``: no fingerprint, or one of another scheme), blocks only a rebuild
+    whose model differs: there input noise cannot be told from execution noise. Over bit-identical weights the finding
+    stays, as a warning; artifact recovery still recomputes the registered metrics from that model, so a difference in
+    the evaluation data is caught there."""
     if a.weight_diff is None or not a.weight_diff.identical:
         return
-    a.findings = [f.model_copy(update={"severity": "warning", "message": f"{f.message}; the rebuilt weights are bit-identical, "
-                                                                         "so the bits are the evidence"})
-                  if f.code == "consumed.unknown" and f.blocking else f for f in a.findings]
+    a.findings = [f.model_copy(update={"severity": "warning", "message": f"{f.message}; the rebuilt model is bit-identical to "
+                                                                         "the registered one, so it changed nothing in the model"})
+                  if f.code in ("consumed.unknown", "consumed.differs") and f.blocking else f for f in a.findings]
 
 
 def _identical_rebuilds_evaluate(a: _Audit, runs: list[RunResult]) -> None:

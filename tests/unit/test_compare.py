@@ -202,43 +202,56 @@ def test_reruns_in_parallel_give_the_same_calibration_in_the_seeds_order(world):
 
 
 class _SchemeRunner(SeedRunner):
-    """Trains as SeedRunner does, fingerprinting what its model consumed by another scheme than the record's."""
+    """Trains as SeedRunner does, fingerprinting what its model consumed by another scheme than the record's, or
+    (``other_data``) by the record's scheme over other data."""
+
+    other_data = False
 
     def run(self, spec):
-        from auditor.lineage.record import ConsumedData, RunRecord
+        from auditor.lineage.record import ConsumedData, ConsumedStream, RunRecord
 
         done = super().run(spec)
         path = spec.output_dir / "run_record.json"
         record = RunRecord.model_validate_json(path.read_text())
-        path.write_text(record.model_copy(update={"consumed": ConsumedData(scheme=99)}).to_json())
+        consumed = (ConsumedData(scheme=1, streams={"fit": ConsumedStream(batches=1, first=["other"])}) if self.other_data
+                    else ConsumedData(scheme=99))
+        path.write_text(record.model_copy(update={"consumed": consumed}).to_json())
         return done
 
 
+class _OtherDataRunner(_SchemeRunner):
+    other_data = True
+
+
+@pytest.mark.parametrize("code", ["consumed.unknown", "consumed.differs"])
 @pytest.mark.parametrize("same_weights", [True, False], ids=["bit-identical", "differing"])
-def test_a_fingerprint_of_another_scheme_blocks_only_a_rebuild_whose_weights_differ(tmp_path, same_weights):
-    """A record fingerprinted by an older SDK's scheme cannot be compared with the rebuild's: bit-identical weights
-    are their own evidence (a warning says so); differing weights cannot be told from input noise (blocking)."""
-    from auditor.lineage.record import ConsumedData
+def test_a_consumed_difference_blocks_only_a_rebuild_whose_weights_differ(tmp_path, same_weights, code):
+    """A record fingerprinted by an older SDK's scheme cannot be compared with the rebuild's, and a rebuild may consume
+    other data (an execution knob hashed with the data, a cache): bit-identical weights are their own evidence (a
+    warning says so, issue 39); differing weights cannot be told from input noise (blocking)."""
+    from auditor.lineage.record import ConsumedData, ConsumedStream
     from auditor.outcomes import Verdict
     from auditor.steps import AuditOptions
 
     registry = MemoryRegistry.named(f"memory://scheme-{tmp_path.name}")
     record, weights = registration(0, "incumbent")
-    record = record.model_copy(update={"consumed": ConsumedData(scheme=1)})
+    record = record.model_copy(update={"consumed": ConsumedData(scheme=1, streams={"fit": ConsumedStream(batches=1, first=["mine"])})})
     if not same_weights:
         weights = _weights(0.5)
         record.outputs.artifacts[0].sha256 = hashlib.sha256(weights).hexdigest()
     ref = registry.register_record("m", record, weights=weights).ref
     settings = Settings.from_env({"REPRO_HOME": str(tmp_path / "home"), "REPRO_REPORTS": str(tmp_path / "reports"),
                                   "MLFLOW_TRACKING_URI": registry.uri})
-    session = Session(settings, registry=registry, runner=_SchemeRunner(), prepare=prepare)
+    runner = _OtherDataRunner() if code == "consumed.differs" else _SchemeRunner()
+    session = Session(settings, registry=registry, runner=runner, prepare=prepare)
     try:
         result = session.audit(ref, AuditOptions(date="2026-12-03", publish=False)).result
     finally:
         MemoryRegistry.forget(registry.uri)
-    [unknown] = [f for f in result.findings if f.code == "consumed.unknown"]
-    assert "scheme 99" in unknown.message
+    [unknown] = [f for f in result.findings if f.code == code]
+    assert ("scheme 99" if code == "consumed.unknown" else "first differing fit() call 1") in unknown.message
     if same_weights:
-        assert result.verdict is Verdict.REPRODUCED_BITWISE and not unknown.blocking and "bits are the evidence" in unknown.message
+        assert result.verdict is Verdict.REPRODUCED_BITWISE and not unknown.blocking, result.verdict
+        assert "changed nothing in the model" in unknown.message
     else:
         assert unknown.blocking and "REPRODUCED" not in result.verdict.value, result.verdict
