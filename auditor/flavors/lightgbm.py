@@ -17,6 +17,7 @@ import numpy as np
 
 from auditor.errors import MalformedRecord
 from auditor.flavors.base import Node, Normal
+from auditor.flavors.rules import ORDER_FREE_PARAMS, order_free
 
 NAME = "lightgbm"
 SET_ASIDE_PARAMS = ("num_threads",)
@@ -89,14 +90,22 @@ def normal_text(text: str) -> Normal:
     if not text.startswith("tree"):
         raise MalformedRecord("not a LightGBM text model (it does not begin with 'tree')")
     header, trees, params, other = _blocks(text)
+    params = order_free(NAME, params)
     meta = {f"header.{k}": v for k, v in header.items() if k != "tree_sizes"}
     meta.update({f"param.{k}": v for k, v in params.items() if k not in SET_ASIDE_PARAMS})
     meta["trailer"] = "\n".join(other)
     set_aside = [f"[{k}: {params[k]}] (a thread count echoed into the parameters, not the model)" for k in SET_ASIDE_PARAMS if k in params]
     set_aside += ["tree_sizes (byte counts of the text)"]
-    identity = [line for line in text.splitlines()  # the whole text model but the echoed thread count and byte sizes
+    # the whole text model but the echoed thread count and byte sizes, order-free lists as compared
+    identity = [_ordered(line, params) for line in text.splitlines()
                 if not line.startswith(("tree_sizes=", *(f"[{k}: " for k in SET_ASIDE_PARAMS)))]
     return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays={}, set_aside=set_aside, identity=identity)
+
+
+def _ordered(line: str, params: dict[str, str]) -> str:
+    """A ``[key: value]`` parameter line of an order-free list as compared (``flavors.rules.order_free``)."""
+    key = line[1:].partition(": ")[0] if line.startswith("[") and line.endswith("]") else None
+    return f"[{key}: {params[key]}]" if key in ORDER_FREE_PARAMS.get(NAME, ()) and key in params else line
 
 
 def normal(path: str | os.PathLike) -> Normal:

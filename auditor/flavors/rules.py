@@ -112,6 +112,20 @@ def without_execution_params(args: tuple[Any, ...], kwargs: dict[str, Any]) -> t
     return args, kwargs
 
 
+#: parameters a library echoes as a list but reads as a set, per flavour: compared sorted, so an order that Python's
+#: hash seed gave (``metric={"l2", "l1"}``) is not another model. LightGBM evaluates every listed metric; their order
+#: matters only to early stopping with ``first_metric_only`` (then the list is compared as given).
+ORDER_FREE_PARAMS: Mapping[str, tuple[str, ...]] = {"lightgbm": ("metric",)}
+
+
+def order_free(flavor: str, params: Mapping[str, str]) -> dict[str, str]:
+    """``params`` (as the model file prints them, comma-separated lists) with each order-free list sorted."""
+    if _on(params.get("first_metric_only", "0")):
+        return dict(params)
+    keys = ORDER_FREE_PARAMS.get(flavor, ())
+    return {k: ",".join(sorted(v.split(","))) if k in keys else v for k, v in params.items()}
+
+
 def findings(flavor: str | None, knobs: Knobs, *, path: str = "outputs.artifacts") -> list[Finding]:
     """What the rule table finds in ``knobs`` recorded by ``flavor`` (warnings: lineage still passes)."""
     out = []
