@@ -1,8 +1,8 @@
 """scikit-learn: estimators and pipelines saved with skops, loaded only through an explicit allow-list.
 
 skops's file is a zip of ``schema.json`` (every object's type, as data) and ``.npy`` arrays. Before
-anything is loaded, every type the schema names is read from it as JSON and held against ``ALLOWED``;
-one outside it refuses the file, naming it (``UntrustedModel``). Only then does skops load it, trusting
+anything is loaded, every type the schema names is read from it as JSON and held against ``trusted`` (what
+skops and scikit-learn trust); one outside it refuses the file, naming it (``UntrustedModel``). Only then does skops load it, trusting
 exactly those types. The normal form walks the fitted estimator: per step its parameters (``n_jobs``
 and ``verbose`` set aside: they echo how it ran) and its fitted attributes (bin edges, scaler means,
 coefficients, intercepts, ...); a fitted tree (``sklearn.tree._tree.Tree``) becomes a tree of the ladder.
@@ -11,6 +11,7 @@ skops's object ids (array file names in the zip) are not the model: the normal f
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import zipfile
@@ -25,28 +26,51 @@ from auditor.flavors.base import Node, Normal
 
 NAME = "sklearn"
 
-#: sklearn sub-packages and the classes of each that may be loaded (the public sub-package names; the
-#: module a class lives in under it, private or not, does not matter)
-_SKLEARN = {
-    "pipeline": ("Pipeline", "FeatureUnion"),
-    "compose": ("ColumnTransformer", "TransformedTargetRegressor"),
-    "preprocessing": ("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "KBinsDiscretizer", "OneHotEncoder",
-                      "OrdinalEncoder", "Binarizer", "FunctionTransformer", "PolynomialFeatures", "SplineTransformer", "LabelEncoder"),
-    "impute": ("SimpleImputer",),
-    "linear_model": ("LogisticRegression", "LinearRegression", "Ridge", "Lasso", "ElasticNet", "SGDClassifier", "SGDRegressor"),
-    "tree": ("DecisionTreeClassifier", "DecisionTreeRegressor", "Tree"),
-    "ensemble": ("RandomForestClassifier", "RandomForestRegressor", "ExtraTreesClassifier", "ExtraTreesRegressor",
-                 "GradientBoostingClassifier", "GradientBoostingRegressor"),
-    "dummy": ("DummyClassifier", "DummyRegressor"),
-    "_loss": ("HalfBinomialLoss", "HalfSquaredError", "HalfMultinomialLoss"),
-}
-#: everything else that may appear in a file (containers, numpy arrays and scalars)
+#: types every skops file holds besides the estimators (containers and numpy's own), which skops trusts by default
+#: only under other names or not at all: numpy's scalar types, its legacy and new generators
 _OTHER = frozenset({
     "builtins.dict", "builtins.list", "builtins.tuple", "builtins.str", "builtins.int", "builtins.float", "builtins.bool",
-    "builtins.NoneType", "builtins.slice", "builtins.set", "builtins.type", "numpy.ndarray", "numpy.dtype", "numpy.float64",
-    "numpy.float32", "numpy.int64", "numpy.int32", "numpy.uint8", "numpy.bool_", "numpy.object_", "numpy.str_",
+    "builtins.NoneType", "builtins.slice", "builtins.set", "builtins.type", "numpy.ndarray", "numpy.dtype",
+    "numpy.random.mtrand.RandomState", "numpy.random._generator.Generator", "numpy.random.bit_generator.SeedSequence",
 })
-ALLOWED = frozenset(_OTHER | {f"sklearn.{sub}.{name}" for sub, names in _SKLEARN.items() for name in names})
+
+
+@functools.cache
+def _skops_trusted() -> frozenset[str]:
+    """What skops trusts by default (its ``_trusted_types``: scikit-learn's estimators and internals, containers,
+    numpy dtypes and ufuncs, numpy's bit generators, scipy's ufuncs), by the full name a file's schema gives."""
+    from skops.io import _trusted_types as t
+
+    names = (t.SKLEARN_ESTIMATOR_TYPE_NAMES, t.SKLEARN_INTERNAL_TYPE_NAMES, t.PRIMITIVE_TYPE_NAMES, t.CONTAINER_TYPE_NAMES,
+             t.NUMPY_DTYPE_TYPE_NAMES, t.NUMPY_RANDOM_BIT_GENERATOR_TYPE_NAMES, t.NUMPY_UFUNC_TYPE_NAMES, t.SCIPY_UFUNC_TYPE_NAMES)
+    return frozenset().union(*map(frozenset, names))
+
+
+def _library_class(name: str) -> bool:
+    """``name`` is a class (not a function) that scikit-learn or numpy defines: a fitted internal such as
+    ``sklearn.tree._tree.Tree``, ``TreePredictor``, ``_BinMapper``, a Cython loss, or a numpy scalar type. Resolved
+    by importing the library's own module (never a module the file names outside ``sklearn.``/``numpy.``)."""
+    import importlib
+
+    module, _, cls = name.rpartition(".")
+    if module.split(".")[0] not in ("sklearn", "numpy"):
+        return False
+    try:
+        found = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return False
+    if not isinstance(found, type) or not str(found.__module__).startswith(module.split(".")[0]):
+        return False
+    return module.startswith("sklearn.") or issubclass(found, np.generic)
+
+
+def trusted(name: str) -> bool:
+    """One rule for what may be loaded (issue 39): what skops trusts, scikit-learn's and numpy's own classes (their
+    fitted internals included), and the containers a file holds. A function outside skops's list, or any type of
+    another package (a project's own transformer), is not."""
+    return name in _OTHER or name in _skops_trusted() or _library_class(name)
+
+
 #: parameters that say how a model ran, not what it is
 SET_ASIDE_PARAMS = ("n_jobs", "verbose", "memory", "copy", "copy_X")
 
@@ -56,18 +80,10 @@ class UntrustedModel(InputUnrecoverable):
     the registered artifact cannot be recovered safely: NOT_REPRODUCIBLE)."""
 
 
-def public_name(module: str, cls: str) -> str:
-    """``sklearn.linear_model._logistic`` + ``LogisticRegression`` -> ``sklearn.linear_model.LogisticRegression``."""
-    parts = module.split(".")
-    if parts[0] == "sklearn" and len(parts) > 1:
-        return f"sklearn.{parts[1]}.{cls}"
-    return f"{module}.{cls}"
-
-
 def _types(node: Any) -> Iterator[str]:
     if isinstance(node, dict):
         if "__class__" in node and "__module__" in node:
-            yield public_name(str(node["__module__"]), str(node["__class__"]))
+            yield f"{node['__module__']}.{node['__class__']}"
         if "module_path" in node and "function" in node:
             yield f"{node['module_path']}.{node['function']}"
         for value in node.values():
@@ -88,11 +104,11 @@ def file_types(path: str | os.PathLike) -> set[str]:
 
 
 def check_trusted(path: str | os.PathLike) -> None:
-    """``UntrustedModel`` naming every type of ``path`` outside ``ALLOWED``."""
-    untrusted = sorted(file_types(path) - ALLOWED)
+    """``UntrustedModel`` naming every type of ``path`` the loader does not trust (``trusted``)."""
+    untrusted = sorted(t for t in file_types(path) if not trusted(t))
     if untrusted:
         raise UntrustedModel(f"{path} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
-                             hint="save the model with scikit-learn types only (auditor.flavors.sklearn.ALLOWED), or audit it in a sandbox")
+                             hint="save the model with scikit-learn types only (auditor.flavors.sklearn.trusted), or audit it in a sandbox")
 
 
 def save(model: Any, target: str | os.PathLike) -> None:
@@ -117,7 +133,7 @@ def load(path: str | os.PathLike) -> Any:
 
     check_trusted(path)
     untrusted = skops.io.get_untrusted_types(file=str(path))
-    outside = sorted(t for t in untrusted if public_name(*t.rsplit(".", 1)) not in ALLOWED)
+    outside = sorted(t for t in untrusted if not trusted(t))
     if outside:
         raise UntrustedModel(f"{path}: skops lists type(s) outside the allow-list of trusted types: {', '.join(outside)}; it is not loaded")
     return skops.io.load(str(path), trusted=list(untrusted))
@@ -147,7 +163,7 @@ def _walk(est: Any, prefix: str, normal: Normal) -> None:
             if key in SET_ASIDE_PARAMS:
                 normal.set_aside.append(f"{prefix or 'model'}.{key}={value!r} (echoes how it ran)")
             elif not hasattr(value, "get_params") and not isinstance(value, list):
-                normal.meta[f"{prefix}.{key}".lstrip(".")] = value
+                _param(value, f"{prefix}.{key}".lstrip("."), normal)
     children = _children(est)
     for name, child in children:
         _walk(child, f"{prefix}.{name}".lstrip("."), normal)
@@ -155,6 +171,16 @@ def _walk(est: Any, prefix: str, normal: Normal) -> None:
         if key in SET_ASIDE_PARAMS or any(key == c for c, _ in children) or (not key.endswith("_") and not key.startswith("_")):
             continue  # a parameter (read above through get_params), or a child walked above
         _state(value, f"{prefix}.{key}".lstrip("."), normal, 0)
+
+
+def _param(value: Any, path: str, normal: Normal) -> None:
+    """A parameter by value: plain values as they are, anything else (a ``RandomState`` a fitted GradientBoosting
+    hands each of its trees) by its state, never by a repr that holds a memory address."""
+    plain = (bool, int, float, str, type(None))
+    if isinstance(value, plain) or (isinstance(value, tuple) and all(isinstance(v, plain) for v in value)):
+        normal.meta[path] = value
+    else:
+        _state(value, path, normal, 0)
 
 
 def _state(value: Any, path: str, normal: Normal, depth: int) -> None:
