@@ -31,27 +31,41 @@ from auditor.errors import BadInput, MalformedRecord
 ARRAYS = ("registered_raw", "rebuilt_raw", "registered_score", "rebuilt_score")
 
 
-def as_matrix(x: Any) -> np.ndarray:
-    """The evaluation data as a numeric array (a DataFrame's values, a list of rows)."""
-    values = x.to_numpy() if hasattr(x, "to_numpy") else x
-    array = np.asarray(values)
+def as_matrix(x: Any) -> Any:
+    """The evaluation data as the model scores it: a DataFrame as it is (a pipeline's column transformer selects its
+    columns by name; its columns may be of any type), else a numeric array of rows by features."""
+    if _is_mixed_frame(x):
+        return x
+    array = np.asarray(x.to_numpy() if hasattr(x, "to_numpy") else x)
     if array.dtype == object or array.dtype.kind not in "biuf":
-        raise BadInput(f"eval_data must be numeric rows (an array or a numeric DataFrame); it has dtype {array.dtype}",
+        raise BadInput(f"eval_data must be numeric rows (an array or a DataFrame); it has dtype {array.dtype}",
                        hint="pass the evaluation features the model scores, e.g. x_test")
     if array.ndim != 2:
         raise BadInput(f"eval_data must be a 2-D array of rows by features; it has shape {list(array.shape)}",
                        hint="pass the evaluation features the model scores, e.g. x_test")
-    return array
+    return x if hasattr(x, "columns") else array
 
 
-def fingerprint(x: np.ndarray) -> str:
-    """``sha256:`` of the evaluation data: its dtype, shape and bytes (C order)."""
-    x = np.ascontiguousarray(x)
+def _is_mixed_frame(x: Any) -> bool:
+    """A pandas DataFrame with a column that is not numeric (strings, categories, dates)."""
+    dtypes = getattr(x, "dtypes", None)
+    return hasattr(x, "columns") and dtypes is not None and any(getattr(d, "kind", "O") not in "biuf" for d in dtypes)
+
+
+def fingerprint(x: Any) -> str:
+    """``sha256:`` of the evaluation data: its dtype, shape and bytes (C order); for a mixed DataFrame its column names
+    and types, and pandas' own hash of every row (``pandas.util.hash_pandas_object``: the same values hash alike)."""
+    if _is_mixed_frame(x):
+        import pandas as pd
+
+        head = json.dumps([[str(c) for c in x.columns], [str(d) for d in x.dtypes], list(x.shape)]).encode()
+        return sha256_digest(head + b"\0" + pd.util.hash_pandas_object(x, index=True).to_numpy().tobytes())
+    x = np.ascontiguousarray(x.to_numpy() if hasattr(x, "to_numpy") else x)  # a numeric DataFrame: its values
     head = json.dumps([str(x.dtype), list(x.shape)]).encode()
     return sha256_digest(head + b"\0" + x.tobytes())
 
 
-def recorded(x: np.ndarray, threshold: float) -> dict[str, Any]:
+def recorded(x: Any, threshold: float) -> dict[str, Any]:
     """What the run's artifact records about its evaluation data and decision threshold."""
     threshold = float(threshold)
     if not np.isfinite(threshold):
@@ -59,7 +73,7 @@ def recorded(x: np.ndarray, threshold: float) -> dict[str, Any]:
     return {"rows": int(x.shape[0]), "data_sha256": fingerprint(x), "threshold": threshold}
 
 
-def score_both(flavor: str, registered: str | os.PathLike | None, rebuilt: str | os.PathLike, x: np.ndarray) -> dict[str, np.ndarray]:
+def score_both(flavor: str, registered: str | os.PathLike | None, rebuilt: str | os.PathLike, x: Any) -> dict[str, np.ndarray]:
     """Both model files loaded by the flavour's safe loader and scored on ``x`` (run this in the rebuild only);
     with ``registered`` None (a calibration rerun: no registered model is handed to it) the rebuilt one alone."""
     from auditor.flavors import module

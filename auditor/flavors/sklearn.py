@@ -251,7 +251,7 @@ def knobs(model: Any) -> dict[str, Any]:
 
 
 def predict(model: Any, x: Any) -> np.ndarray:
-    x = np.asarray(x)
+    x = x if hasattr(x, "columns") else np.asarray(x)  # a DataFrame as the pipeline was fitted on it
     if hasattr(model, "decision_function"):
         return np.asarray(model.decision_function(x))
     if hasattr(model, "predict_proba"):
@@ -262,7 +262,7 @@ def predict(model: Any, x: Any) -> np.ndarray:
 def scores(model: Any, x: Any) -> tuple[np.ndarray, np.ndarray]:
     """(raw, score): ``decision_function`` (else the score) and the positive class's probability for a binary
     classifier (all classes for multi-class), else ``predict``."""
-    x = np.asarray(x)
+    x = x if hasattr(x, "columns") else np.asarray(x)  # a DataFrame as the pipeline was fitted on it
     if hasattr(model, "predict_proba"):
         proba = np.asarray(model.predict_proba(x))
         score = proba[:, 1] if proba.ndim == 2 and proba.shape[1] == 2 else proba

@@ -46,16 +46,37 @@ class GeneratedData:
         import numpy as np
 
         for name, array in _arrays(values, "").items():
-            np.save(folder / f"{name or 'data'}.npy", array, allow_pickle=False)
+            if _is_table(array):  # a DataFrame: Parquet keeps its column names and mixed types (no pickle)
+                _write_table(array, folder / f"{name or 'data'}.parquet", name)
+            else:
+                np.save(folder / f"{name or 'data'}.npy", array, allow_pickle=False)
         return folder
+
+
+def _is_table(value: Any) -> bool:
+    """A pandas DataFrame (duck-typed: pandas is not imported here unless the script did)."""
+    return hasattr(value, "to_parquet") and hasattr(value, "columns")
+
+
+def _write_table(frame: Any, target: Path, name: str) -> None:
+    """``frame`` as Parquet (the same rows give the same bytes, which a rebuild compares); read it back with
+    ``pandas.read_parquet(run.data_path(...) / "x.parquet")``."""
+    try:
+        frame.to_parquet(target)
+    except ImportError as exc:
+        raise BadInput(f"generated data {name!r} is a DataFrame, which is recorded as Parquet: {exc}",
+                       hint="pip install pyarrow, or pass the DataFrame's numeric columns as an array") from None
+    except (TypeError, ValueError) as exc:  # pyarrow's refusal of a column it cannot type
+        raise BadInput(f"generated data {name!r}: a column could not be written as Parquet: {exc}",
+                       hint="give each column one type (e.g. df[col].astype(str) for a column of mixed objects)") from None
 
 
 def generated(*values: Any, store: str | None = None, source: str | None = None, **named: Any) -> GeneratedData:
     """Record data the script generates (or downloads) itself as a snapshot: ``data={"train": auditor.generated(x, y)}``.
 
-    ``values`` are arrays or tensors (``0.npy``, ``1.npy``, …), a ``TensorDataset``, a mapping of
-    names to arrays, or the path of a file or folder the script wrote; ``named`` gives the names
-    (``x.npy``). At training time they are written as ``.npy`` and snapshotted into ``store``
+    ``values`` are arrays or tensors (``0.npy``, ``1.npy``, …), DataFrames of any column types (``x.parquet``),
+    a ``TensorDataset``, a mapping of names to them, or the path of a file or folder the script wrote; ``named``
+    gives the names (``x.npy``). At training time they are written as ``.npy``/``.parquet`` and snapshotted into ``store``
     (default ``REPRO_SNAPSHOT_STORE``): the record names that snapshot like any other, so the gate
     and the audit treat it as snapshot data (auditable lineage: the bytes are content-addressed).
     In a rebuild the script generates its data again; the SDK compares it byte for byte with the
@@ -94,6 +115,13 @@ def _arrays(value: Any, prefix: str) -> dict[str, Any]:
         for index, item in enumerate(value):
             out.update(_arrays(item, f"{prefix}.{index}" if prefix else str(index)))
         return out
+    if _is_table(value):
+        return {prefix: value}
+    if hasattr(value, "to_frame") and getattr(value, "ndim", 0) == 1:  # a pandas Series (a target column)
+        numeric = getattr(value.dtype, "kind", "O") in "biuf"
+        if not numeric:
+            return {prefix: value.to_frame()}
+        value = value.to_numpy()  # numeric: an array like any other
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # torch.Tensor
         value = value.detach().cpu()
         if str(value.dtype) == "torch.bfloat16":
