@@ -24,6 +24,8 @@ from auditor.lineage.redact import is_secret_key
 #: the auditor's own distribution: recorded among local packages when installed editable, but never
 #: a reason to block (its version is ``tool_version``; the report's drift still shows a change)
 OWN_DISTRIBUTION = "repro-audit"
+#: how a traced file inside the repository is named (its path relative to the repository's top)
+REPO_PREFIX = "$REPO/"
 
 
 # -- what the gate and the audit say -----------------------------------------------------------
@@ -42,6 +44,15 @@ def _short(digest: str | None) -> str:
 
 
 FILE_HINT = "snapshot it (and pass it in data=) or commit it"
+#: the fix for a file git ignores inside the repository that was there before training began (a file the run
+#: writes and reads back inside the block is its output and never traced)
+CACHED_HINT = ("it existed before the run began: if an earlier run made it (a cache, a saved search or model), remove it "
+               "before training or have the run write it again each time; if it is data, snapshot it (data=) or commit it")
+
+
+def file_hint(path: str) -> str:
+    """The fix that fits a traced file: one git ignores inside the repository is most often an earlier run's output."""
+    return CACHED_HINT if path.startswith(REPO_PREFIX) else FILE_HINT
 ENV_HINT = "pass it through the config (a config key, REPRO_CFG__NAME or key=value) instead of the environment"
 PACKAGE_HINT = "publish it as a versioned package (pinned by version), or vendor it into the repository"
 
@@ -104,11 +115,11 @@ def _compare_files(a: TracedInputs, b: TracedInputs) -> list[Finding]:
         where = f"traced.files.{path}"
         if old is not None and new is not None:
             if (old.sha256, old.error) != (new.sha256, new.error):
-                out.append(_block("traced.file_changed", where, f"file {path} read by training ({_short(old.sha256)}) differs in the rebuild ({_short(new.sha256)}): the rebuild ran from another input", FILE_HINT))
+                out.append(_block("traced.file_changed", where, f"file {path} read by training ({_short(old.sha256)}) differs in the rebuild ({_short(new.sha256)}): the rebuild ran from another input", file_hint(path)))
         elif old is not None:
-            out.append(_block("traced.file_not_read", where, f"training read file {path} ({_short(old.sha256)}); the rebuild did not: it took another path or the file is gone", FILE_HINT))
+            out.append(_block("traced.file_not_read", where, f"training read file {path} ({_short(old.sha256)}); the rebuild did not: it took another path or the file is gone", file_hint(path)))
         else:
-            out.append(_block("traced.file_new", where, f"the rebuild read file {path} ({_short(new.sha256)}), which training did not read", FILE_HINT))
+            out.append(_block("traced.file_new", where, f"the rebuild read file {path} ({_short(new.sha256)}), which training did not read", file_hint(path)))
     return out
 
 

@@ -53,7 +53,7 @@ from auditor import settings as _settings
 from auditor.digests import sha256_digest, sha256_file
 from auditor.lineage.record import RunRecord, TracedFile, TracedInputs, TracedVariable
 from auditor.lineage.redact import is_secret_key, marker, redact_text
-from auditor.lineage.traced import OWN_DISTRIBUTION, compare, registration_findings
+from auditor.lineage.traced import OWN_DISTRIBUTION, REPO_PREFIX, compare, registration_findings
 
 __all__ = ["OWN_DISTRIBUTION", "Tracer", "compare", "paused", "registration_findings", "start", "untraced"]
 
@@ -110,7 +110,6 @@ SHARED_MEMORY = "/dev/shm"
 #: folders in the temporary folder (or /dev/shm) that libraries keep for themselves: compiled-kernel caches and
 #: worker pools, never the model's inputs (a first run fills them, a later one reads them)
 IGNORED_TEMP_FOLDERS = ("torchinductor_", "triton", "pymp-", "joblib_memmapping_folder_", "loky-", "numba_cache")
-REPO_PREFIX = "$REPO/"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -436,7 +435,7 @@ class Tracer:
         path = _source_of_pyc(path)
         real = os.path.realpath(path)
         if self.repo_top is not None and _under(path, [self.repo_top]):
-            if not _under(path, self._own):
+            if not _under(path, self._own) and not self._inside_made(path):  # what the run made there is its output
                 self._repo_reads.setdefault(os.path.relpath(path, self.repo_top), path)
             return
         if _under(path, self._roots) or _under(real, self._roots_real) or _under(path, IGNORED_SYSTEM_PATHS):

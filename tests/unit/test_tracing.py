@@ -203,3 +203,37 @@ def test_a_real_file_named_like_a_path_hook_is_still_an_input(tmp_path):
     hidden = tmp_path / "__editable__.side-1.0.finder.__path_hook__"
     hidden.write_text("learning_rate=0.2")
     assert not _import_machinery(str(hidden))
+
+
+def test_what_the_run_writes_and_reads_back_inside_the_repository_is_its_output_not_an_input(tmp_path):
+    """Issue 39, build 2: an upstream XGBoost example pickles its fitted search into the project folder and loads it
+    back. Files the run made inside the block are outputs wherever they lie, the repository included; a file that was
+    there before the block began (an earlier run's cache) is still read as an input."""
+    import pickle
+
+    repo = tmp_path / "project"
+    (repo / "cache").mkdir(parents=True)
+    earlier = repo / "cache" / "earlier.pkl"
+    earlier.write_bytes(pickle.dumps({"left": "by yesterday's run"}))
+    tracer = tracing.Tracer(repo_top=repo)
+    tracer.start()
+    try:
+        with open(repo / "best_search.pkl", "wb") as handle:
+            pickle.dump({"best": 1}, handle)
+        with open(repo / "best_search.pkl", "rb") as handle:
+            assert pickle.load(handle) == {"best": 1}
+        (repo / "outputs").mkdir()
+        (repo / "outputs" / "scores.csv").write_text("a\n1\n")
+        assert (repo / "outputs" / "scores.csv").read_text() == "a\n1\n"
+        earlier.read_bytes()
+    finally:
+        tracer._ignored_in_repo = lambda: []  # git's check-ignore is a subprocess: the integration tests run it
+        tracer.stop()
+    assert sorted(tracer._repo_reads) == [os.path.join("cache", "earlier.pkl")]
+
+
+def test_the_fix_offered_for_a_traced_file_fits_where_it_lies():
+    from auditor.lineage.traced import CACHED_HINT, FILE_HINT, file_hint
+
+    assert file_hint("$REPO/cache/earlier.pkl") == CACHED_HINT and "remove it before training" in CACHED_HINT
+    assert file_hint("~/features.csv") == FILE_HINT
