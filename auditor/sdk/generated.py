@@ -141,6 +141,8 @@ def _arrays(value: Any, prefix: str) -> dict[str, Any]:
 
 def generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuild: bool) -> DataRef:
     """The data ref of generated data ``name``: a new snapshot at training time, the audit's folder in a rebuild."""
+    if rebuild and _missing_path(spec.values):
+        return _recorded_stands_in(name, spec, env)
     with tempfile.TemporaryDirectory(prefix="repro-generated-") as tmp:
         folder = spec.write(Path(tmp) / name)
         if rebuild:
@@ -175,6 +177,24 @@ def generated_ref(name: str, spec: GeneratedData, env: Mapping[str, str], rebuil
     if spec.source:
         return DataRef(kind="snapshot", uri=store, version=info.id, source=_source(spec.source), content_hash=downloaded)
     return DataRef(kind="snapshot", uri=store, version=info.id)
+
+
+def _missing_path(values: Any) -> bool:
+    """``values`` is the path of a file or folder that is not there."""
+    return isinstance(values, (str, os.PathLike)) and not Path(values).exists()
+
+
+def _recorded_stands_in(name: str, spec: GeneratedData, env: Mapping[str, str]) -> DataRef:
+    """A rebuild whose workspace lacks the file or folder training recorded (git ignores it, so the checkout has no
+    copy): the recorded snapshot stands in for it, as ``run.data_path(name)`` (README: "ignoring the file costs
+    nothing: the snapshot holds its bytes"). Nothing is generated, so nothing is compared."""
+    var = data_env_var(name)
+    recorded = env.get(var)
+    if not recorded or not Path(recorded).is_dir():
+        raise BadInput(f"rebuild mode: {var} is unset; the audit materialises the recorded snapshot of {name!r} there")
+    log.info("repro: %s (data %r) is not in the rebuild's workspace (git ignores it): the recorded snapshot stands in "
+             "for it; read it from run.data_path(%r)", os.fspath(spec.values), name, name)
+    return DataRef(kind="path", uri=recorded)
 
 
 def _source(url: str) -> str:
