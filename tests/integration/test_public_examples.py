@@ -40,7 +40,7 @@ def _regression_files() -> dict[str, str]:
     for name, rows in (("regression.train", 700), ("regression.test", 300)):
         x = rng.normal(size=(rows, 28))
         y = x[:, 0] - 0.5 * x[:, 1] ** 2 + 0.3 * x[:, 2] * x[:, 3] + 0.1 * rng.normal(size=rows)
-        out[f"data/{name}"] = "\n".join("\t".join(f"{v:.6f}" for v in (label, *row)) for label, row in zip(y, x)) + "\n"
+        out[f"data/{name}"] = "\n".join("\t".join(f"{v:.6f}" for v in (label, *row)) for label, row in zip(y, x, strict=True)) + "\n"
     return out
 
 
