@@ -80,11 +80,37 @@ def rebuild_findings(recorded: RunRecord, rebuilt: RunRecord | None) -> list[Fin
     found = differences(recorded.consumed, rebuilt.consumed)
     if not found:
         return []
+    params = param_differences(recorded, rebuilt.consumed.params)
+    if params:  # another seed or hyperparameter: named as one, with both values
+        return [Finding(code="consumed.differs", path="consumed.params", severity="blocking",
+                        message=f"the rebuild trained with other parameters than training: {params}", hint=PARAM_HINT)]
     return [Finding(
         code="consumed.differs", path="consumed", severity="blocking",
         message=("the rebuild's model consumed other data than training's did, so the rebuild ran from other inputs "
                  f"(input noise, never execution noise): first differing {'; '.join(found)}"),
         hint=HINT)]
+
+
+#: the parameter names that are seeds, in the native APIs
+SEED_PARAMS = frozenset({"seed", "random_state", "random_seed", "bagging_seed", "feature_fraction_seed", "data_random_seed",
+                         "drop_seed", "extra_seed", "objective_seed"})
+PARAM_HINT = "pass every seed and hyperparameter from the recorded config or run.seed (never the clock or the environment)"
+
+
+def param_differences(recorded: RunRecord, rebuilt: dict[str, str]) -> str:
+    """The native training call's parameters that differ between training and the rebuild, in words ("" when none
+    or unrecorded): "seed: trained with 1; the rebuild used 0; the record's seed is 0"."""
+    trained = recorded.consumed.params if recorded.consumed is not None else {}
+    if not trained or not rebuilt:
+        return ""
+    seed = recorded.seeds.seed if recorded.seeds is not None else None
+    out = []
+    for name in sorted(set(trained) | set(rebuilt)):
+        a, b = trained.get(name, "(absent)"), rebuilt.get(name, "(absent)")
+        if a != b:
+            said = f"{name}: trained with {a}; the rebuild used {b}"
+            out.append(said + (f"; the record's seed is {seed}" if name in SEED_PARAMS and seed is not None else ""))
+    return "; ".join(out[:5]) + (f" (and {len(out) - 5} more)" if len(out) > 5 else "")
 
 
 def segment_findings(recorded: RunRecord, replays: list[tuple[int, int, RunRecord | None]], total_steps: int) -> list[Finding]:

@@ -214,9 +214,14 @@ class ConsumedStream(_Model):
 class ConsumedData(_Model):
     """A fingerprint of what the model consumed: per kind (train, eval, fit, predict), a digest per batch."""
 
+    _omit_when_default: ClassVar[frozenset[str]] = frozenset({"params"})
+
     scheme: int = Field(default=1, description="what is hashed and hooked (auditor.sdk.consumed.SCHEME): only equal schemes compare")
     streams: dict[str, ConsumedStream] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list, description="what the fingerprint could not see")
+    params: dict[str, str] = Field(default_factory=dict, description=(
+        "the parameters of the first native training call (xgboost.train, lightgbm.train), execution knobs left out, "
+        "each as its repr (sets sorted, secrets redacted): a rebuild's that differ are named, with both values"))
 
 
 class RunRecord(_Model):

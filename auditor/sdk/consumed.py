@@ -93,6 +93,20 @@ NATIVE_FUNCTIONS = (("xgboost", "train", "fit"), ("xgboost.training", "train", "
 NATIVE_METHODS = (("xgboost", "Booster", "predict", "predict"), ("xgboost", "Booster", "inplace_predict", "predict"),
                   ("xgboost", "Booster", "update", "fit"), ("lightgbm", "Booster", "predict", "predict"),
                   ("lightgbm", "Booster", "refit", "fit"))
+#: how many parameters of a native training call the record keeps by name (a params mapping is short)
+MAX_PARAMS = 64
+
+
+def _shown_param(value: Any) -> str:
+    """A parameter's value as the record keeps it: its repr (a set's members sorted, so the hash seed's order is not
+    a difference), at most 120 characters, secrets redacted (the one redactor)."""
+    from auditor.lineage.redact import redact_text
+
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value, key=repr)
+    return redact_text(repr(value))[:120]
+
+
 #: how many notes one record keeps (the first say what matters: the judge refuses to attribute noise on any)
 MAX_NOTES = 20
 
@@ -139,6 +153,7 @@ class Fingerprint:
     def __init__(self) -> None:
         self.streams: dict[str, _Stream] = {}
         self.notes: list[str] = []
+        self.params: dict[str, str] = {}  # the first native training call's parameters, by name (``_native_call``)
         self._undo: list[Any] = []
         self._local = threading.local()
         self._owner = threading.get_ident()
@@ -324,7 +339,7 @@ class Fingerprint:
             if module is None or not inspect.isfunction(original):
                 continue
             self._native_at_start.add(module_name.split(".")[0])
-            wrapped = self._wrap(original, kind, bound=False, shape=without_execution_params)  # threads are no data
+            wrapped = self._wrap(original, kind, bound=False, shape=self._native_call)  # threads are no data
             setattr(module, name, wrapped)
             self._undo.append(functools.partial(setattr, module, name, original))
         for module_name, class_name, name, kind in NATIVE_METHODS:
@@ -335,6 +350,15 @@ class Fingerprint:
             self._native_at_start.add(module_name)
             setattr(cls, name, self._wrap(original, kind))
             self._undo.append(functools.partial(setattr, cls, name, original))
+
+    def _native_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A native ``train``/``cv`` call as it is fingerprinted (execution knobs left out); the first call's parameters
+        are kept by name too, so a rebuild given another seed or hyperparameter is told so with both values."""
+        args, kwargs = without_execution_params(args, kwargs)
+        params = args[0] if args else kwargs.get("params")
+        if not self.params and isinstance(params, dict):
+            self.params = {str(k): _shown_param(v) for k, v in list(params.items())[:MAX_PARAMS]}
+        return args, kwargs
 
     def install(self) -> None:
         self._install_torch()
@@ -366,7 +390,7 @@ class Fingerprint:
                 log.warning("repro: could not remove a fingerprint hook: %s", exc)
         self._undo.clear()
         return ConsumedData(scheme=SCHEME, streams={kind: s.finish() for kind, s in sorted(self.streams.items())},
-                            notes=list(self.notes))
+                            notes=list(self.notes), params=dict(self.params))
 
     @contextmanager
     def paused(self) -> Iterator[None]:
