@@ -89,6 +89,8 @@ def normal_text(text: str) -> Normal:
     """The normal form of a text model."""
     if not text.startswith("tree"):
         raise MalformedRecord("not a LightGBM text model (it does not begin with 'tree')")
+    if "end of trees" not in text or "end of parameters" not in text:
+        raise MalformedRecord("not a whole LightGBM text model (no 'end of trees' or 'end of parameters': truncated?)")
     header, trees, params, other = _blocks(text)
     params = order_free(NAME, params)
     meta = {f"header.{k}": v for k, v in header.items() if k != "tree_sizes"}

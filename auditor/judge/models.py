@@ -11,9 +11,12 @@ reproduction), leaf values and fitted arrays are measured (max |Δ|, relative L2
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from auditor.judge.result import TensorDiff, WeightDiff
+
+T = TypeVar("T")
 
 
 def canonical_sha256(path: str | os.PathLike, flavor: str | None) -> str:
@@ -29,16 +32,48 @@ def canonical_sha256(path: str | os.PathLike, flavor: str | None) -> str:
 
 def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -> tuple[WeightDiff, dict[str, str]]:
     """Registered ``a`` against rebuilt ``b``: the judge's diff, and evidence lines (what was set aside, the
-    first divergence) for the report."""
-    if not flavor or flavor == "torch":
-        from auditor.judge.weights import diff_safetensors
+    first divergence) for the report. ``a`` is sniffed before any flavour reads it: a pickle, whatever its name, is
+    ``UnsafeArtifact``; a file its flavour cannot read is ``UnreadableArtifact`` (both: the artifact cannot be
+    recovered, NOT_REPRODUCIBLE)."""
+    from pathlib import Path
 
+    from auditor.flavors.unsafe import refuse_unsafe
+
+    refuse_unsafe(a)
+    if not flavor or flavor == "torch":
+        from auditor.judge.weights import _index, diff_safetensors
+
+        _registered(a, "safetensors (PyTorch)", lambda: _index(Path(a)))
         return diff_safetensors(a, b), {}
     from auditor.flavors import module
     from auditor.flavors.base import diff_normals
 
     flavour = module(flavor)
-    return as_weight_diff(diff_normals(flavour.normal(a), flavour.normal(b)), flavor)
+    registered = _registered(a, flavor, lambda: flavour.normal(a))
+    return as_weight_diff(diff_normals(registered, flavour.normal(b)), flavor)
+
+
+def _registered(path: str | os.PathLike, kind: str, read: Callable[[], T]) -> T:
+    """``read()`` of the registered artifact ``path``; a failure that lies in the file's bytes is ``UnreadableArtifact``.
+
+    What lies elsewhere keeps its own meaning: an outage, a missing library (``MissingExtra``), a missing file or a
+    disk error, and the flavour's own refusals (``UntrustedModel`` is already ``InputUnrecoverable``)."""
+    from auditor.errors import MalformedRecord, ReproError, missing_extra
+    from auditor.flavors.unsafe import UnreadableArtifact
+
+    try:
+        return read()
+    except (ReproError, OSError, ImportError) as exc:
+        if not isinstance(exc, MalformedRecord) or missing_extra(exc) is not None:
+            raise
+        why = exc
+    except Exception as exc:  # noqa: BLE001 - a library's own error for bytes it cannot parse (XGBoostError, ...)
+        if missing_extra(exc) is not None:
+            raise
+        why = exc
+    raise UnreadableArtifact(f"the model artifact {os.fspath(path)} cannot be read as a {kind} model "
+                             f"({type(why).__name__}: {str(why)[:500]}); it was not loaded",
+                             hint="restore the file the run registered, or retrain and register the model with run.save_model") from why
 
 
 def as_weight_diff(diff: Any, flavor: str) -> tuple[WeightDiff, dict[str, str]]:

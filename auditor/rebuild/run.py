@@ -133,10 +133,14 @@ def run_recipe(
 
     ``then_train``: evaluate ``evaluate`` in a child the script's process forks, then train in that
     process (one interpreter for both: ``RunResult.evaluation``). ``resume``/``stop_step``: a segment
-    replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``).
+    replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``). A pickle is never
+    handed to a rebuild to evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
+    from auditor.flavors.unsafe import refuse_unsafe
     from auditor.judge.weights import sha256_file
 
+    if evaluate is not None:
+        refuse_unsafe(evaluate)
     output_dir.mkdir(parents=True, exist_ok=False)
     extra = _segment_env(output_dir, resume, stop_step)
     env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train),

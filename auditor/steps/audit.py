@@ -71,6 +71,21 @@ def _recover_artifact(a: _Audit) -> None:
     served = _served_problems(a, expected)
     if served:
         a.recovery = a.recovery.model_copy(update={"unrecoverable": [*a.recovery.unrecoverable, *served]})
+    _refuse_unsafe(a)
+
+
+def _refuse_unsafe(a: _Audit) -> None:
+    """A registered file whose content is a pickle, whatever its name, is refused before anything reads it: the
+    artifact cannot be recovered safely (NOT_REPRODUCIBLE, "unsafe format: pickle"), never ERROR (issue 39)."""
+    if a.weights is None or a.recovery is None:
+        return
+    from auditor.flavors.unsafe import UnsafeArtifact, refuse_unsafe
+
+    try:
+        refuse_unsafe(a.weights)
+    except UnsafeArtifact as exc:
+        a.recovery = a.recovery.model_copy(update={"unrecoverable": [*a.recovery.unrecoverable, str(exc)]})
+        raise
 
 
 def _served_problems(a: _Audit, weights_sha256: str | None) -> list[str]:

@@ -126,18 +126,24 @@ def test_a_pickle_posing_as_a_model_artifact_is_refused_and_never_unpickled(tmp_
                          ("lightgbm", "model.lightgbm.txt")):
         path = tmp_path / name
         path.write_bytes(pickle.dumps(payload))
-        with pytest.raises(ReproError):
+        with pytest.raises(ReproError, match="unsafe format: pickle"):
             model_diff(path, path, flavor)
         assert not proof.exists()
-    # a zip holding a pickle beside the expected members is refused too
+    # a zip holding a pickle beside the expected members is refused too, by its content; any other extra member by the bundle
     bundle = tmp_path / "extra.zip"
     with zipfile.ZipFile(bundle, "w") as z:
         z.writestr("model.ubj", b"{}")
         z.writestr("config.json", b"{}")
         z.writestr("payload.pkl", pickle.dumps(payload))
-    with pytest.raises(ReproError, match="expected exactly"):
+    with pytest.raises(ReproError, match=r"unsafe format: pickle.*payload\.pkl"):
         model_diff(bundle, bundle, "xgboost")
     assert not proof.exists()
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("model.ubj", b"{}")
+        z.writestr("config.json", b"{}")
+        z.writestr("notes.txt", b"not a model")
+    with pytest.raises(ReproError, match="expected exactly"):
+        model_diff(bundle, bundle, "xgboost")
 
 
 def test_an_unsupported_model_is_refused_with_the_reason_and_the_nearest_route():
