@@ -491,7 +491,8 @@ def _judge(a: _Audit) -> tuple[Verdict, dict[str, Any]]:
                            expected=a.expected.tier if a.expected is not None else None)
     from auditor.judge.expected import missed_bitwise
 
-    a.findings = missed_bitwise(a.expected, tiers["bitwise"].status) + a.findings  # the stronger finding first
+    if a.weight_diff is not None:  # a model was rebuilt and compared: nothing rebuilt misses nothing
+        a.findings = missed_bitwise(a.expected, tiers["bitwise"].status) + a.findings  # the stronger finding first
     if a.segments is not None:
         from auditor.segments import segment_verdict
 
