@@ -111,6 +111,26 @@ def check_trusted(path: str | os.PathLike) -> None:
                              hint="save the model with scikit-learn types only (auditor.flavors.sklearn.trusted), or audit it in a sandbox")
 
 
+def unsaveable(model: Any) -> list[str]:
+    """The types and functions in a scikit-learn model's parameters (its steps and theirs) that the loader would refuse
+    (``trusted``): known before it is fitted, so the SDK names them before training instead of after it. [] for a model
+    of another library (another flavour saves it)."""
+    if not type(model).__module__.startswith("sklearn.") or not hasattr(model, "get_params"):
+        return []
+    found = []
+    for value in [model, *model.get_params(deep=True).values()]:
+        if hasattr(value, "get_params"):
+            kind = type(value)
+        elif callable(value) and not isinstance(value, type) and hasattr(value, "__qualname__"):
+            kind = value
+        else:
+            continue
+        name = f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', '?')}"
+        if not trusted(name) and name not in found:
+            found.append(name)
+    return found
+
+
 def save(model: Any, target: str | os.PathLike) -> None:
     """Dump with skops, then refuse the file (and remove it) when it names a type the loader would refuse."""
     import skops.io

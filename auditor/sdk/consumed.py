@@ -153,6 +153,7 @@ class Fingerprint:
     def __init__(self) -> None:
         self.streams: dict[str, _Stream] = {}
         self.notes: list[str] = []
+        self._checked: set[type] = set()  # estimator classes whose saveability was checked (``_before_fit``)
         self.params: dict[str, str] = {}  # the first native training call's parameters, by name (``_native_call``)
         self._undo: list[Any] = []
         self._local = threading.local()
@@ -319,6 +320,8 @@ class Fingerprint:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if fingerprint._counts():
+                if kind == "fit" and bound and args:
+                    fingerprint._before_fit(args[0])
                 recorded = (args[1:] if bound else args, kwargs)
                 fingerprint.record(kind, shape(*recorded) if shape else recorded)
             fingerprint._enter()
@@ -350,6 +353,24 @@ class Fingerprint:
             self._native_at_start.add(module_name)
             setattr(cls, name, self._wrap(original, kind))
             self._undo.append(functools.partial(setattr, cls, name, original))
+
+    def _before_fit(self, estimator: Any) -> None:
+        """Name, before it is fitted, a scikit-learn type ``run.save_model`` would refuse (once per class): a warning, not
+        a refusal, since the block may fit helpers it never saves."""
+        cls = type(estimator)
+        if cls in self._checked:
+            return
+        self._checked.add(cls)
+        try:
+            from auditor.flavors.sklearn import unsaveable
+
+            refused = unsaveable(estimator)
+        except Exception:  # noqa: BLE001 - a check that cannot run must not stop training
+            return
+        if refused:
+            log.warning("repro: %s.%s holds type(s) run.save_model cannot save without pickle: %s; if this is the model "
+                        "you register, use scikit-learn's own types (or a supported library) before training", cls.__module__,
+                        cls.__qualname__, ", ".join(refused))
 
     def _native_call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """A native ``train``/``cv`` call as it is fingerprinted (execution knobs left out); the first call's parameters

@@ -107,3 +107,24 @@ def test_the_libraries_own_types_are_trusted(name):
                                   "sklearn..os", "numpy.load", "tests.unit.test_sklearn_trust.Doubler", "subprocess.Popen"])
 def test_functions_and_other_packages_are_not(name):
     assert not flavor.trusted(name)
+
+
+def test_a_type_that_cannot_be_saved_is_named_before_training(caplog):
+    """``run.save_model`` refuses it after training; the SDK names it when the fit begins, so nobody trains for an
+    hour to learn it (a warning: the block may fit helpers it never saves)."""
+    import logging
+
+    from tests.fixtures.consumed import fingerprint
+
+    x, y = _frame()
+    numbers = x[["income", "age"]].fillna(0)
+    own = Pipeline([("own", Doubler()), ("model", LogisticRegression())])
+    with caplog.at_level(logging.WARNING):
+        fingerprint(lambda: own.fit(numbers, y))
+    said = [r.getMessage() for r in caplog.records if "cannot save without pickle" in r.getMessage()]
+    assert len(said) == 1 and "Doubler" in said[0] and "sklearn.pipeline.Pipeline" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        fingerprint(lambda: _mixed(HistGradientBoostingClassifier(max_iter=5)).fit(*_frame()))
+    assert not [r for r in caplog.records if "cannot save without pickle" in r.getMessage()]
+    assert [n.rsplit(".", 1)[-1] for n in flavor.unsaveable(own)] == ["Doubler"]
