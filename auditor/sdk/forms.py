@@ -26,6 +26,7 @@ from auditor.sdk.generated import GeneratedData
 from auditor.sdk.outputs import start_session, write_outputs
 from auditor.sdk.register import register_model
 from auditor.sdk.run import Run
+from auditor.sdk.world import start_world, stop_world
 
 log = redacted_logger(__name__)
 
@@ -79,6 +80,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
             raise
         start_tracing(run, repo_dir)
         start_fingerprint(run)
+        start_world(run)
         self.run = run
         self._started = time.monotonic()
         make_current(run)
@@ -95,6 +97,7 @@ class track:  # noqa: N801 - used as ``auditor.track(...)``, like a function
         elapsed = time.monotonic() - self._started
         stop_tracing(run)
         stop_fingerprint(run)
+        stop_world(run)
         try:
             write_outputs(run, elapsed)
         finally:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from auditor.lineage.tracing import Tracer
     from auditor.registry.tracking import Session
     from auditor.sdk.consumed import Fingerprint
+    from auditor.sdk.world import WorldWatch
     from auditor.seeds import SeedGuard
 
 log = redacted_logger(__name__)  # the warnings quote data URIs
@@ -65,6 +66,7 @@ class Run:
         self._tracer: Tracer | None = None  # input tracing while the block runs
         self._seed_guard: SeedGuard | None = None  # reports the script's own reseeding while the block runs
         self._consumed: Fingerprint | None = None  # what the model consumed while the block runs (auditor.sdk.consumed)
+        self._world: WorldWatch | None = None  # the process groups the run initialised (auditor.sdk.world)
         self._args: argparse.Namespace | None = None  # the script's argparse namespace (track(config=parser|args))
         self._exit_exc: tuple[Any, Any, Any] | None = None  # the block's uncaught exception: the evaluation child prints it
         # -- the outputs
