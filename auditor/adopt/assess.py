@@ -5,18 +5,24 @@ MLflow anchor), so ``evidence verify`` holds it like any audit. What makes it an
 the verdict (``Verdict.LINEAGE_INSUFFICIENT``, exit 1, never reproduced), the audit id (``adopt-<date>``), no
 run record (``record`` stays None: nothing was captured at training time), and its findings, whose codes are
 ``adopt.<input>.<class>`` (``auditor.adopt.rules``). Nothing was rebuilt, so no tier past lineage has evidence.
+
+A version the SDK recorded (``recorded``) is not assessed from MLflow's metadata: its lineage is the audit's, the
+lineage gate on its run record, and ``recorded_row`` words that rule's findings as the sweep's row.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
-from auditor.adopt.rules import CODE_OF, MISSING, MUTABLE, PINNED, Metadata, Row, classify, counts
+from auditor.adopt.rules import CLASSES, CODE_OF, MISSING, MUTABLE, PINNED, SECTIONS, Metadata, Row, classify, counts
 from auditor.judge.result import AuditResult, ModelInfo, TierResult
 from auditor.lineage.findings import Finding
 from auditor.lineage.redact import redact_mapping, redact_text
 from auditor.outcomes import Verdict
-from auditor.tags import TAG_RECORD_DIGEST
+from auditor.tags import TAG_AUDIT_AT, TAG_AUDIT_TIER_PREFIX, TAG_RECORD_DIGEST, TAG_VERDICT
 from auditor.uris import model_uri
 
 #: the audit-id prefix of an assessment (its report stem differs from any audit's of the same day)
@@ -50,9 +56,6 @@ def assessment(meta: Metadata, *, date: str, started_at: str, finished_at: str, 
     if meta.supplied is not None:
         details.append(f"supplied after training by {meta.supplied.by} on {meta.supplied.at}: "
                        f"{meta.supplied.key} ({meta.supplied.sha256})")
-    if meta.version_tags.get(TAG_RECORD_DIGEST):
-        details.insert(0, f"this version was registered with a run record ({TAG_RECORD_DIGEST}): audit it with "
-                          f"repro-audit audit {model_uri(meta.name, meta.version)} instead")
     status = "fail" if n[MUTABLE] or n[MISSING] else "skipped"
     tags = redact_mapping({k: v for k, v in meta.version_tags.items() if not k.startswith("repro.audit.")})
     evidence = {}
@@ -77,3 +80,44 @@ def assessment(meta: Metadata, *, date: str, started_at: str, finished_at: str, 
 def is_assessment(audit_id: str | None, verdict: str | None) -> bool:
     """Whether a ledger entry or result is an adoption assessment rather than an audit."""
     return verdict == Verdict.LINEAGE_INSUFFICIENT.value or str(audit_id or "").startswith(AUDIT_ID_PREFIX)
+
+
+def recorded(meta: Metadata) -> bool:
+    """Whether the SDK recorded this version: its record's digest is a tag of the version or of its run, or its run's
+    anchoring param (the places ``auditor.registry`` reads it from)."""
+    return any(str(where.get(TAG_RECORD_DIGEST) or "").strip() for where in (meta.version_tags, meta.tags, meta.params))
+
+
+def _gate_class(f: Finding) -> str:
+    """An input's class by the gate's finding on it: pinned unless blocking; missing when the code says it is absent."""
+    if not f.blocking:
+        return PINNED
+    tail = f.code.rsplit(".", 1)[-1]
+    return MISSING if tail in ("missing", "none", "lost", "unreadable") or tail.endswith("_missing") else MUTABLE
+
+
+def last_audit(version_tags: Mapping[str, str]) -> dict[str, str | None] | None:
+    """The version's last audit as its tags say (verdict, when, its lineage tier's status); None when never audited."""
+    verdict = version_tags.get(TAG_VERDICT)
+    if not verdict or is_assessment(None, verdict):
+        return None
+    return {"verdict": verdict, "at": version_tags.get(TAG_AUDIT_AT),
+            "lineage": version_tags.get(f"{TAG_AUDIT_TIER_PREFIX}lineage")}
+
+
+def recorded_row(ref: str, findings: list[Finding], version_tags: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The sweep's row of a version the SDK recorded, by the audit's own rule: ``findings`` are the lineage gate's on
+    its run record (or the blocking one that says the record cannot be read). Each input is pinned unless a blocking
+    finding names it; the verdict is NOT_REPRODUCIBLE when one does (what its audit says without rebuilding), and
+    there is none when the lineage is complete: only an audit's rebuild judges such a version (its last one, from
+    the version's tags, is beside it: an audit also reads the data's bytes, which the sweep never does)."""
+    classes = dict.fromkeys(SECTIONS, PINNED)
+    for f in findings:
+        section = re.split(r"[.:]", f.path, maxsplit=1)[0]
+        klass = _gate_class(f)
+        if klass != PINNED and CLASSES.index(klass) > CLASSES.index(classes.get(section, PINNED)):
+            classes[section] = klass
+    blocked = any(f.blocking for f in findings)
+    return {"ref": ref, "verdict": Verdict.NOT_REPRODUCIBLE.value if blocked else None, "classes": classes,
+            "report": None, "findings": [redact_mapping(f.model_dump()) for f in findings], "skipped": False,
+            "recorded": True, "lineage": "blocked" if blocked else "complete", "audit": last_audit(version_tags or {})}

@@ -10,6 +10,9 @@
 An assessment's verdict is LINEAGE_INSUFFICIENT (exit 1): it is never a pass, because nothing was rebuilt. A rebuild's
 verdict is an audit's (REPRODUCED_BITWISE ... NOT_REPRODUCIBLE), its tier marked "lineage recovered from MLflow metadata"
 and every assumption listed; a version whose lineage does not allow one gets its assessment, with the reason.
+A version the SDK recorded is never assessed from MLflow's metadata: ``--assess-only`` gives it the audit's lineage rule
+(the gate on its run record: no verdict of its own when complete, NOT_REPRODUCIBLE when blocked, as its audit says),
+and the one-version verbs refuse it (audit it instead).
 """
 
 from __future__ import annotations
@@ -53,20 +56,15 @@ def adopt_cmd(
         raise BadInput("--rebuild rebuilds one version from what MLflow recorded; it takes no --assess-only, --data, "
                        "--image or --seed", hint="repro-audit adopt models:/NAME/VERSION --rebuild")
     session = open_session(tracking_uri=tracking_uri, reports=reports)
-    out = console()
     if assess_only:
         with _progress(not json_out) as progress:
             sweep = session.adopt_all(models=models, progress=progress)
         if json_out:
             emit_json({"versions": len(sweep.rows), "seconds": round(sweep.seconds, 3), "counts": sweep.counts,
-                       "rows": [{k: r[k] for k in ("ref", "verdict", "classes")} for r in sweep.rows]})
+                       "rows": [{k: r.get(k) for k in ("ref", "verdict", "classes", "recorded", "audit")} for r in sweep.rows]})
         else:
-            out.print(f"{len(sweep.rows)} versions assessed in {sweep.seconds:.1f} s (lineage only: nothing rebuilt, "
-                      "nothing written)", markup=False, highlight=False)
-            for section, by_class in sorted(sweep.counts.items()):
-                shown = ", ".join(f"{n} {klass}" for klass, n in sorted(by_class.items()))
-                out.print(f"  {section}: {shown}", markup=False, highlight=False)
-        raise typer.Exit(Verdict.LINEAGE_INSUFFICIENT.exit_code if sweep.rows else EXIT_OK)
+            _print_sweep(sweep)
+        raise typer.Exit(max((Verdict(r["verdict"]).exit_code for r in sweep.rows if r["verdict"]), default=EXIT_OK))
     attached = None
     if supplying:
         attached = session.adopt_attach(ref, data=data or [], image=image, seed=seed)
@@ -74,23 +72,35 @@ def adopt_cmd(
         verb = session.adopt_rebuild if rebuild else session.adopt
         assessed = verb(ref, date=date, publish=not no_publish, progress=progress)
     code = assessed.result.verdict.exit_code
-    if rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
-        result = assessed.result
-        if json_out:
+    if json_out:
+        if rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
+            result = assessed.result
             emit_json({"ref": assessed.ref, "verdict": result.verdict.value, "report": assessed.report, "error": result.error,
                        "tiers": {k: t.status for k, t in result.tiers.items()}, "assumptions": result.assumptions,
                        "exit_code": code})
-            raise typer.Exit(code)
-        out.print(f"{assessed.ref}: {result.verdict.value} (rebuilt; lineage recovered from MLflow metadata)",
-                  markup=False, highlight=False)
-        for line in ([result.error] if result.error else []) + [f"assumes: {a}" for a in result.assumptions]:
-            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
-        if assessed.report:
-            out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(code)
-    if json_out:
-        emit_json({**assessed.row, "supplied": attached, "exit_code": code})
-        raise typer.Exit(code)
+        else:
+            emit_json({**assessed.row, "supplied": attached, "exit_code": code})
+    elif rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
+        _print_rebuilt(assessed)
+    else:
+        _print_assessed(assessed, attached)
+    raise typer.Exit(code)
+
+
+def _print_rebuilt(assessed) -> None:
+    """A rebuilt plain-MLflow version: its verdict, its error and every assumption, and where its report is."""
+    out, result = console(), assessed.result
+    out.print(f"{assessed.ref}: {result.verdict.value} (rebuilt; lineage recovered from MLflow metadata)",
+              markup=False, highlight=False)
+    for line in ([result.error] if result.error else []) + [f"assumes: {a}" for a in result.assumptions]:
+        out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    if assessed.report:
+        out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_assessed(assessed, attached: dict | None) -> None:
+    """One assessment: its verdict, why it was not rebuilt, each input's finding with its fix, what was supplied."""
+    out = console()
     out.print(f"{assessed.ref}: {assessed.result.verdict.value} (lineage recovered from MLflow metadata; nothing rebuilt)",
               markup=False, highlight=False)
     for why in (d for d in assessed.result.tiers["lineage"].details if d.startswith("not rebuilt: ")):
@@ -99,8 +109,27 @@ def adopt_cmd(
         fix = "" if f.severity == "warning" else f"\n      fix: {f.hint}"
         out.print(f"  {f.path}: {f.message}{fix}", markup=False, highlight=False, soft_wrap=True)
     if attached:
-        out.print(f"  supplied after training by {attached['responsible_person']}: {attached['record']}", markup=False,
-                  highlight=False, soft_wrap=True)
+        out.print(f"  supplied after training by {attached['responsible_person']}: run {attached['run_id']} "
+                  f"({attached['sha256']})", markup=False, highlight=False, soft_wrap=True)
     if assessed.report:
         out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+
+def _print_sweep(sweep) -> None:
+    """The sweep's counts per input, then each version the SDK recorded: judged by the audit's lineage rule."""
+    out = console()
+    out.print(f"{len(sweep.rows)} versions assessed in {sweep.seconds:.1f} s (lineage only: nothing rebuilt, "
+              "nothing written)", markup=False, highlight=False)
+    for section, by_class in sorted(sweep.counts.items()):
+        shown = ", ".join(f"{n} {klass}" for klass, n in sorted(by_class.items()))
+        out.print(f"  {section}: {shown}", markup=False, highlight=False)
+    recorded = [r for r in sweep.rows if r.get("recorded")]
+    if recorded:
+        out.print(f"{len(recorded)} recorded by the SDK: lineage by the run record and the audit's gate, not MLflow's "
+                  "metadata (repro-audit audit judges them)", markup=False, highlight=False)
+    for row in recorded:
+        blocking = [f["code"] for f in row["findings"] if f.get("severity") == "blocking"]
+        said = f"{row['verdict']} (blocking: {', '.join(blocking)})" if blocking else "its record passes the lineage gate"
+        audit = row.get("audit")
+        if audit:
+            said += f"; last audit {audit['at'] or '(no date)'}: {audit['verdict']} (its lineage tier: {audit['lineage'] or 'not tagged'})"
+        out.print(f"  {row['ref']}: {said}", markup=False, highlight=False, soft_wrap=True)

@@ -1,7 +1,9 @@
 """``repro-audit retention check [--years N]``: what of each production or audited version will stop being reproducible, and when.
 
-Exit 0 when every input is kept past the horizon; 1 (findings) when any is lost or at risk before it. The
-nightly publishes the same list on the coverage page (``auditor.steps.retention``).
+Exit 0 when every input is kept past the horizon; 1 (findings) when any is lost or at risk before it. A local
+folder store is at risk too, but while the settings ask for no write-once store (``REPRO_REQUIRE_OBJECT_LOCK`` false,
+the embedded default) it is said as declared and not counted. The nightly publishes the same list on the coverage
+page (``auditor.steps.retention``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def check_cmd(
     """List, per production or audited version, each input that is lost or may be deleted before the horizon, with dates."""
     from auditor.cli.models import open_session
     from auditor.errors import Findings
-    from auditor.steps.retention import at_risk
+    from auditor.steps.retention import at_risk, declared
 
     session = open_session(tracking_uri=tracking_uri, reports=reports)
     report = session.retention(years=years)
@@ -39,6 +41,13 @@ def check_cmd(
         emit_json(report)
     else:
         _print(report)
+        local = declared(report)
+        if local:
+            from auditor.settings import REQUIRE_OBJECT_LOCK
+
+            console().print(f"{len(local)} input(s) at risk only as local stores the settings declare ({REQUIRE_OBJECT_LOCK.name} "
+                            f"is false): said, not counted; set {REQUIRE_OBJECT_LOCK.name}=true to count them",
+                            markup=False, highlight=False, soft_wrap=True)
     if risky:
         lost = sum(1 for i in risky if i["status"] == "lost")
         raise Findings(f"{lost} input(s) lost and {len(risky) - lost} at risk before {report['horizon']} "
@@ -59,7 +68,10 @@ def _print(report: dict) -> None:
         name = visible(row["ref"]) + (" (production)" if row["production"] else "")
         for item in row["items"]:
             detail = item["detail"] + (f"\nfix: {item['fix']}" if item["fix"] else "")
-            table.add_row(Text(name), Text(item["input"]), item["status"], item["until"] or "-", Text(detail))
+            status = item["status"] + (" (not counted)" if item.get("declared") else "")
+            table.add_row(Text(name), Text(item["input"]), status, item["until"] or "-", Text(detail))
+        if row.get("note"):
+            table.add_row(Text(name), Text("run record"), "none recorded", "-", Text(row["note"]))
     console().print(table)
     if not report["versions"]:
         console().print("no production or audited version", markup=False)

@@ -43,7 +43,7 @@ class Assessed:
             if CLASSES.index(label) >= CLASSES.index(classes.get(section, CLASSES[0])):
                 classes[section] = label
         return {"ref": self.ref, "verdict": self.result.verdict.value, "classes": classes, "report": self.report,
-                "findings": [f.model_dump() for f in self.result.findings], "skipped": self.skipped}
+                "findings": [f.model_dump() for f in self.result.findings], "skipped": self.skipped, "recorded": False}
 
 
 @dataclass
@@ -72,6 +72,36 @@ def _reader(session: Any) -> Any:
     if not str(settings.tracking_uri or ""):
         raise BadInput("adopt reads an MLflow tracking server, and none is set", hint=f"set {TRACKING_URI.name}")
     return MlflowReader(settings.tracking_uri, settings.registry_uri)
+
+
+def _refuse_recorded(meta: Any) -> None:
+    """A version the SDK recorded is not adopted: its lineage is judged by the audit's rule, from its run record."""
+    from auditor.adopt.assess import recorded
+    from auditor.tags import TAG_RECORD_DIGEST
+    from auditor.uris import model_uri
+
+    if recorded(meta):
+        ref = model_uri(meta.name, meta.version)
+        raise BadInput(f"{ref} was recorded by the SDK ({TAG_RECORD_DIGEST}): its lineage is the run record's, judged by "
+                       "the audit, not assessed from MLflow's metadata",
+                       hint=f"repro-audit audit {ref}; repro-audit lineage show {ref} lists the lineage gate's findings")
+
+
+def _recorded_findings(session: Any, ref: str) -> list[Any]:
+    """The audit's lineage rule on a version the SDK recorded: the gate's findings on its run record, or the blocking
+    finding that says the record cannot be read (lost, missing, edited), as ``auditor.steps.audit_record`` reads it."""
+    from auditor.errors import InfrastructureError, ReproError
+    from auditor.lineage.findings import Finding
+    from auditor.steps.common import gate
+
+    try:
+        record, diff = session.registry.load_record(session.registry.resolve(ref))
+    except InfrastructureError:
+        raise
+    except ReproError as exc:
+        return [getattr(exc, "finding", None) or Finding(code="record.unreadable", path="record", severity="blocking",
+                                                         message=str(exc), hint="re-register the version with a valid run record")]
+    return gate(record, diff)
 
 
 def _supplied(session: Any, meta: Any) -> Any:
@@ -116,6 +146,7 @@ def assess(session: Any, ref: str, *, date: str | None = None, publish: bool = T
     progress(f"reading what MLflow holds about {info.ref}")
     with mlflow_errors(f"model version {info.ref}", session.settings.tracking_uri):
         meta, aliases = _reader(session).read(info.name, str(info.version))
+    _refuse_recorded(meta)
     meta = _supplied(session, meta)
     started = now()
     result = assessment(meta, date=date, started_at=started, finished_at=now(), aliases=aliases,
@@ -135,8 +166,6 @@ def assess_all(session: Any, *, models: str | None = None, date: str | None = No
     import time
     from fnmatch import fnmatchcase
 
-    from auditor.adopt.assess import assessment
-    from auditor.adopt.supplied import TAG_SUPPLIED
     from auditor.registry.mlflow import mlflow_errors
 
     date = date or today()
@@ -149,14 +178,27 @@ def assess_all(session: Any, *, models: str | None = None, date: str | None = No
         for meta, aliases in reader.read_all():
             if models and not (fnmatchcase(meta.name, models) or fnmatchcase(f"{meta.name}/{meta.version}", models)):
                 continue
-            if meta.version_tags.get(TAG_SUPPLIED):  # an owner attached a record: read it like a single assessment
-                meta = _supplied(session, meta)
-            result = assessment(meta, date=date, started_at=stamp, finished_at=stamp, aliases=aliases)
-            sweep.rows.append(Assessed(ref=result.model.uri or "", result=result).row)
+            sweep.rows.append(_sweep_row(session, meta, aliases, date=date, stamp=stamp))
             if len(sweep.rows) % 500 == 0:
                 progress(f"assessed {len(sweep.rows)} versions")
     sweep.seconds = time.perf_counter() - started
     return sweep
+
+
+def _sweep_row(session: Any, meta: Any, aliases: tuple[str, ...], *, date: str, stamp: str) -> dict[str, Any]:
+    """One version's row of the sweep: a version the SDK recorded by the audit's lineage rule (its run record through
+    the gate), any other by the adoption rules on what MLflow holds."""
+    from auditor.adopt.assess import assessment, recorded, recorded_row
+    from auditor.adopt.supplied import TAG_SUPPLIED
+    from auditor.uris import model_uri
+
+    if recorded(meta):
+        ref = model_uri(meta.name, meta.version)
+        return recorded_row(ref, _recorded_findings(session, ref), meta.version_tags)
+    if meta.version_tags.get(TAG_SUPPLIED):  # an owner attached a record: read it like a single assessment
+        meta = _supplied(session, meta)
+    result = assessment(meta, date=date, started_at=stamp, finished_at=stamp, aliases=aliases)
+    return Assessed(ref=result.model.uri or "", result=result).row
 
 
 def attach(session: Any, ref: str, *, data: list[str], image: str | None, seed: int | None) -> dict[str, Any]:
@@ -235,6 +277,7 @@ def rebuild(session: Any, ref: str, *, date: str | None = None, publish: bool = 
     reader = _reader(session)
     with mlflow_errors(f"model version {info.ref}", session.settings.tracking_uri):
         meta, aliases = reader.read(info.name, str(info.version))
+    _refuse_recorded(meta)
     meta = _supplied(session, meta)
     started = now()
     rows = classify(meta)

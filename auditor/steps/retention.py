@@ -19,6 +19,12 @@ input with its status:
 
 A lost input of a production version is what makes the nightly's retention task red (``red``). Each reading
 is one small function below; nothing here deletes or changes anything.
+
+Two things are said but never counted against the check (``at_risk``, what ``retention check`` exits 1 on): a local
+folder store (the snapshot or reports store) while the settings ask for no write-once store
+(``REPRO_REQUIRE_OBJECT_LOCK`` false, the embedded default of ``make demo``): the item stays ``at risk`` and says
+it is ``declared`` local; and a version registered without a run record: nothing of its training was recorded, so
+no record is lost (its row's ``note`` says so; its audit already says it cannot be reproduced).
 """
 
 from __future__ import annotations
@@ -47,8 +53,13 @@ def _ms(ms: int | float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
 
-def _item(what: str, where: str, status: str, detail: str, *, until: dt.datetime | None = None, fix: str = "") -> dict[str, Any]:
-    return {"input": what, "where": where, "status": status, "until": _iso(until), "detail": detail, "fix": fix}
+def _item(what: str, where: str, status: str, detail: str, *, until: dt.datetime | None = None, fix: str = "",
+          local: bool = False) -> dict[str, Any]:
+    """One input's reading; ``local``: a local folder store, which the settings may declare (``declare_local``)."""
+    item = {"input": what, "where": where, "status": status, "until": _iso(until), "detail": detail, "fix": fix, "declared": None}
+    if local:
+        item["local"] = True
+    return item
 
 
 def _horizon_status(until: dt.datetime | None, horizon: dt.datetime) -> str:
@@ -60,7 +71,8 @@ def _horizon_status(until: dt.datetime | None, horizon: dt.datetime) -> str:
 
 
 def run_items(info: Any, record_error: str | None, now: dt.datetime) -> list[dict[str, Any]]:
-    """The MLflow run: a soft-deleted run is purged by the next ``mlflow gc``; a missing record is lost already."""
+    """The MLflow run: a soft-deleted run is purged by the next ``mlflow gc``; a missing record is lost already
+    (``record_error`` is None for a version registered without one: it never had a record to lose)."""
     items = []
     if record_error:
         items.append(_item("run record", f"run {info.run_id}", LOST, record_error,
@@ -223,7 +235,7 @@ def store_item(what: str, store: Any, horizon: dt.datetime, *, written: dt.datet
 
     if not isinstance(store, S3Store):
         return _item(what, store.uri, AT_RISK, f"{store.uri} is outside a write-once store: its files can be replaced or deleted",
-                     fix=f"publish to an S3 bucket with Object Lock in COMPLIANCE mode ({REQUIRE_OBJECT_LOCK.name}=true)")
+                     fix=f"publish to an S3 bucket with Object Lock in COMPLIANCE mode ({REQUIRE_OBJECT_LOCK.name}=true)", local=True)
     lock = store.object_lock()
     days = ((lock.days or 0) or (lock.years or 0) * DAYS_PER_YEAR) if lock else 0
     if lock is None or not lock.enabled or lock.mode != "COMPLIANCE" or not days:
@@ -368,6 +380,42 @@ def _guarded(what: str, where: str, call: Any) -> list[dict[str, Any]]:
     return [i for i in (found if isinstance(found, list) else [found]) if i]
 
 
+def _record(session: Any, info: Any) -> tuple[Any, Any, str | None, str | None]:
+    """(the version resolved, its record or None, why a record it had cannot be read, a note when it never had one).
+
+    A version registered without a run record (``RecordMissing`` with code ``record.missing``: no digest on the
+    version or its run) lost nothing: its row says so instead of listing a lost record."""
+    from auditor.registry import RecordMissing
+
+    try:
+        info = session.registry.resolve(info.ref)  # the listing does not say whether the run is deleted; this does
+        record, _ = session.registry.load_record(info)
+    except InfrastructureError:
+        raise
+    except RecordMissing as exc:
+        if exc.finding.code == "record.missing":
+            return info, None, None, (f"registered without a run record ({exc.why}): no training input was recorded, so "
+                                      "none can be kept or lost; its audit says it cannot be reproduced "
+                                      "(repro-audit adopt assesses it)")
+        return info, None, str(exc), None
+    except ReproError as exc:
+        return info, None, str(exc), None
+    return info, record, None, None
+
+
+def declare_local(items: list[dict[str, Any]], *, require_lock: bool) -> list[dict[str, Any]]:
+    """Mark each local-folder store item ``declared`` while the settings ask for no write-once store: still ``at risk``
+    and shown, never counted by ``at_risk`` (the check's exit). With ``REPRO_REQUIRE_OBJECT_LOCK`` true it counts."""
+    from auditor.settings import REQUIRE_OBJECT_LOCK
+
+    for item in items:
+        if item.pop("local", False) and item["status"] == AT_RISK and not require_lock:
+            item["declared"] = (f"a local folder, as the settings declare it ({REQUIRE_OBJECT_LOCK.name} is false, the "
+                                "embedded default): reported, not counted against the check")
+            item["detail"] += f" (declared: {item['declared']})"  # the coverage page shows the detail
+    return items
+
+
 def retention_check(session: Any, *, years: int | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every production or audited version's inputs, each with its status and the date it may stop existing."""
     from auditor.lineage.redact import redact_text
@@ -378,14 +426,7 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
     rows = []
     latest = _ledger_latest(session)
     for info, production, entry in _versions(session, latest):
-        record, record_error = None, None
-        try:
-            info = session.registry.resolve(info.ref)  # the listing does not say whether the run is deleted; this does
-            record, _ = session.registry.load_record(info)
-        except InfrastructureError:
-            raise
-        except ReproError as exc:
-            record_error = str(exc)
+        info, record, record_error, note = _record(session, info)
         items = run_items(info, record_error, now)
         if record is not None:
             for name, ref in sorted(record.data.items()):
@@ -399,12 +440,14 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
             items += _guarded("report", session.store.uri,
                               lambda written=written, key=key: {**store_item("report", session.store, horizon, written=written),
                                                                 "where": f"{session.store.uri.rstrip('/')}/{key}"})
+        declare_local(items, require_lock=session.settings.require_object_lock)
         for item in items:
             item["where"], item["detail"] = redact_text(item["where"]), redact_text(item["detail"])
         items.sort(key=lambda i: (ORDER.index(i["status"]), i["until"] or "9999"))
         worst = items[0]["status"] if items else KEPT
         rows.append({"model": info.name, "version": str(info.version), "ref": info.ref, "aliases": list(info.aliases),
-                     "production": production, "audited": entry is not None, "status": worst, "items": items})
+                     "production": production, "audited": entry is not None, "status": worst, "items": items,
+                     "note": note})
     listed = {(r["model"], r["version"]) for r in rows}
     for (model, version), entry in sorted(latest.items()):
         if (model, version) not in listed:  # audited once, gone from the registry since: nothing left to rebuild from
@@ -414,7 +457,7 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
                          f"audited ({(entry.get('audit') or {}).get('audit_id')}) but no longer in the registry: deleted",
                          fix="restore the registry from a backup; the published evidence and any pack still stand")
             rows.append({"model": model, "version": version, "ref": model_uri(model, version), "aliases": [],
-                         "production": False, "audited": True, "status": LOST, "items": [gone]})
+                         "production": False, "audited": True, "status": LOST, "items": [gone], "note": None})
     rows.sort(key=lambda r: (not r["production"], ORDER.index(r["status"]), r["model"], r["version"]))
     return {"checked_at": _iso(now), "years": years, "horizon": _iso(horizon), "versions": rows, "red": red(rows)}
 
@@ -425,10 +468,16 @@ def red(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def at_risk(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every item lost or at risk before the horizon, with its version (what ``retention check`` exits 1 on)."""
+    """Every item lost or at risk before the horizon, with its version (what ``retention check`` exits 1 on); a local
+    store the settings declare (``declare_local``) is not counted."""
     return [{**i, "ref": r["ref"], "production": r["production"]} for r in report["versions"] for i in r["items"]
-            if i["status"] in (LOST, AT_RISK)]
+            if i["status"] in (LOST, AT_RISK) and not i.get("declared")]
 
 
-__all__ = ["AT_RISK", "KEPT", "LOST", "UNKNOWN", "at_risk", "data_item", "image_item", "red", "retention_check",
-           "run_items", "store_item"]
+def declared(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items at risk only as local stores the settings declare: said, not counted."""
+    return [{**i, "ref": r["ref"]} for r in report["versions"] for i in r["items"] if i.get("declared")]
+
+
+__all__ = ["AT_RISK", "KEPT", "LOST", "UNKNOWN", "at_risk", "data_item", "declare_local", "declared", "image_item", "red",
+           "retention_check", "run_items", "store_item"]
