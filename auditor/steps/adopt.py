@@ -89,18 +89,12 @@ def _refuse_recorded(meta: Any) -> None:
 
 def _recorded_findings(session: Any, ref: str) -> list[Any]:
     """The audit's lineage rule on a version the SDK recorded: the gate's findings on its run record, or the blocking
-    finding that says the record cannot be read (lost, missing, edited), as ``auditor.steps.audit_record`` reads it."""
-    from auditor.errors import InfrastructureError, ReproError
-    from auditor.lineage.findings import Finding
-    from auditor.steps.common import gate
+    finding that says the record cannot be read (``auditor.steps.common.read_record``, as the audit reads it)."""
+    from auditor.steps.common import gate, read_record, unreadable
 
-    try:
-        record, diff = session.registry.load_record(session.registry.resolve(ref))
-    except InfrastructureError:
-        raise
-    except ReproError as exc:
-        return [getattr(exc, "finding", None) or Finding(code="record.unreadable", path="record", severity="blocking",
-                                                         message=str(exc), hint="re-register the version with a valid run record")]
+    record, diff, exc = read_record(session.registry, session.registry.resolve(ref))
+    if exc is not None or record is None:
+        return [unreadable(exc)] if exc is not None else []
     return gate(record, diff)
 
 

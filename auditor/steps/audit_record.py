@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import Findings, InfrastructureError, NotFound, ReproError, describe, verdict_failure
+from auditor.errors import Findings, NotFound, describe, verdict_failure
 from auditor.judge.result import EnvDrift, Timings, Verdict
 from auditor.lineage.findings import Finding
 from auditor.lineage.record import RunRecord
-from auditor.steps.common import Progress, gate
+from auditor.steps.common import Progress, gate, read_record, unreadable
 
 
 @dataclass
@@ -89,15 +89,13 @@ def _logged_metrics(a: _Audit) -> list[Finding]:
 
 def _read_record(a: _Audit) -> None:
     """The version's record and diff, or the finding that says why there is none."""
-    try:
-        a.record, a.diff = a.session.registry.load_record(a.info)
-    except InfrastructureError:
-        raise
-    except ReproError as exc:  # RecordMissing, a malformed or rewritten record
-        finding = getattr(exc, "finding", None)
-        a.findings = [finding or Finding(code="record.unreadable", path="record", severity="blocking", message=str(exc), hint="re-register the version with a valid run record")]
-        _record_edited(a, exc)
+    record, diff, exc = read_record(a.session.registry, a.info)
+    if exc is not None or record is None:
+        a.findings = [unreadable(exc)] if exc is not None else []
+        if exc is not None:
+            _record_edited(a, exc)
         return
+    a.record, a.diff = record, diff
     from auditor.judge.expected import expected_findings, expected_tier
 
     a.expected = expected_tier(a.record)  # the determinism lint: the tier to expect, before any rebuild

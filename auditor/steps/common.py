@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from auditor.errors import LineageIncomplete
+from auditor.errors import InfrastructureError, LineageIncomplete, ReproError
 
 if TYPE_CHECKING:
     from auditor.judge.result import EnvDrift
@@ -35,6 +35,26 @@ def gate(record: RunRecord, diff: str | None) -> list[Finding]:
     from auditor.lineage.gate import check
 
     return check(record, diff=diff)
+
+
+def read_record(registry: Any, info: Any) -> tuple[RunRecord | None, str | None, ReproError | None]:
+    """A version's record and diff, or why there is none (lost, missing, malformed, edited; ``unreadable`` words it):
+    one reading for the audit and for adoption's assessment of an SDK-recorded version. An outage still raises."""
+    try:
+        record, diff = registry.load_record(info)
+    except InfrastructureError:
+        raise
+    except ReproError as exc:  # RecordMissing, a malformed or rewritten record
+        return None, None, exc
+    return record, diff, None
+
+
+def unreadable(exc: ReproError) -> Finding:
+    """The blocking finding of a record that cannot be read: the one the error carries, else ``record.unreadable``."""
+    from auditor.lineage.findings import Finding as _Finding
+
+    return getattr(exc, "finding", None) or _Finding(code="record.unreadable", path="record", severity="blocking",
+                                                     message=str(exc), hint="re-register the version with a valid run record")
 
 
 def require_complete_lineage(ref: str, record: RunRecord, diff: str | None) -> None:
