@@ -47,6 +47,8 @@ ENV_STOP_STEP = "REPRO_STOP_STEP"
 
 #: thread variables the environment capture records and a rebuild pins again (FACTS.md: the thread
 #: count changes the weights)
+#: cuBLAS's deterministic workspace setting (must be in the environment before cuBLAS initialises)
+CUBLAS_WORKSPACE = ":4096:8"
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", ENV_TORCH_THREADS)
 
 # -- files in REPRO_OUTPUT_DIR (and in a run's artifacts) -----------------------------------
@@ -136,8 +138,12 @@ def path_env(*, output_dir: str, data: Mapping[str, str], config_file: str | Non
     return env
 
 
-def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = None, then_train: bool = False) -> dict[str, str]:
+def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = None, then_train: bool = False,
+                force_deterministic: bool = False) -> dict[str, str]:
     """The seed, determinism and thread pins a rebuild of ``record`` runs under (paths come from the runner).
+
+    ``force_deterministic``: execution made deterministic whatever the record says (deterministic algorithms on, one
+    thread in every pool): the rerun that verifies a claimed noise source (``auditor.steps.calibrate``).
 
     ``record`` is an ``auditor.lineage.record.RunRecord``; it is not imported here, because the record
     module takes its file names from this one (this module sits below it and imports nothing of ours).
@@ -166,4 +172,7 @@ def rebuild_env(record: Any, *, seed: int | None = None, evaluate: str | None = 
         env[ENV_EVALUATE_WEIGHTS] = str(evaluate)
         if then_train:
             env[ENV_EVALUATE_THEN_TRAIN] = "1"
+    if force_deterministic:
+        env.update({ENV_DETERMINISTIC: "1", "CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE,
+                    **{name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", ENV_TORCH_THREADS)}})
     return env

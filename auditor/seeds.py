@@ -21,13 +21,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from auditor.contract import CUBLAS_WORKSPACE
 from auditor.lineage.record import SeedInfo
 
 # PYTHONHASHSEED only acts at interpreter start, so read it at import time.
 _PYTHONHASHSEED_AT_START = os.environ.get("PYTHONHASHSEED", "unset" if sys.flags.hash_randomization else "0")
 
 DEFAULT_USED = ("python", "numpy", "torch", "dataloader", "dataloader_workers")
-CUBLAS_WORKSPACE = ":4096:8"
 
 
 def derive_seed(seed: int, name: str) -> int:

@@ -70,6 +70,9 @@ class SameSeedFloor(_Model):
     #: the tier the same-seed reruns' own records let them reach (``auditor.judge.expected``): a reason for their spread
     #: must hold where the spread was measured, not only in training's record (None: stored before this was kept)
     expected: str | None = None
+    #: how the spread was shown to be execution noise (``auditor.steps.noise_claims``: reruns with execution made
+    #: deterministic were bit-identical); None: never verified (reruns that agree need no verifying)
+    noise_verified: str | None = None
 
     @property
     def n(self) -> int:
@@ -248,6 +251,8 @@ class Calibration(_Model):
         doc = self.model_dump(mode="json")
         if not doc.get("cost"):  # a document stored before costs and decisions were kept serialises as it was
             doc.pop("cost", None)
+        if doc.get("same_seed", {}).get("noise_verified", "") is None:  # stored before noise claims were verified
+            doc["same_seed"].pop("noise_verified")
         for run in [*doc.get("seed_varied", []), *doc.get("same_seed", {}).get("runs", [])]:
             if run.get("decisions") is None:
                 run.pop("decisions", None)

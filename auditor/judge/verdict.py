@@ -203,6 +203,10 @@ def _weights_check(diff: WeightDiff | None, floor: SameSeedFloor | None, platfor
                        "(expected not reproducible): no floor or band can tell that noise from a divergence"), []
     if floor is None:  # an expected tier (from fields the trainer wrote) never loosens the judgement: fail closed
         return False, "the weights differ and no same-seed floor was measured, so nothing says by how much they may: run `repro-audit calibrate`", []
+    if not floor.bit_identical and floor.noise_verified is None:  # a claim is verified before it widens anything
+        return False, (f"{floor.n} same-seed reruns at calibration differed and the record claims a noise source, but the "
+                       "claim was never verified (by reruns with execution made deterministic): an unverified claim widens "
+                       "no tolerance; recalibrate (`repro-audit calibrate`) to verify it"), []
     warnings: list[str] = []
     if not floor.platform or not platform:
         # unknown is not "another platform": only a recorded difference may relax the floor

@@ -128,8 +128,10 @@ def run_recipe(
     then_train: bool = False,
     resume: Path | None = None,
     stop_step: int | None = None,
+    force_deterministic: bool = False,
 ) -> RunResult:
-    """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``).
+    """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``; with
+    ``force_deterministic``, execution made deterministic: ``contract.rebuild_env``).
 
     ``then_train``: evaluate ``evaluate`` in a child the script's process forks, then train in that
     process (one interpreter for both: ``RunResult.evaluation``). ``resume``/``stop_step``: a segment
@@ -143,7 +145,8 @@ def run_recipe(
         refuse_unsafe(evaluate)
     output_dir.mkdir(parents=True, exist_ok=False)
     extra = _segment_env(output_dir, resume, stop_step)
-    env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train),
+    env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train,
+                         force_deterministic=force_deterministic),
            **extra, "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s)
     outcome = runner.run(spec)

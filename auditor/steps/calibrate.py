@@ -20,6 +20,7 @@ from auditor.errors import BadInput, Findings
 from auditor.judge.result import Band
 from auditor.lineage.findings import Finding
 from auditor.rebuild.run import RunResult, run_recipe
+from auditor.steps import noise_claims
 from auditor.steps.common import Progress, in_parallel, now, require_complete_lineage
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,9 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
         same = in_parallel(same_run, range(same_seed), workers)
         floor = same_seed_floor(record, same)
         check_recipe(session, info, record, same, floor, tmp)  # before the seed-varied reruns: nothing is paid for a refusal
+        if noise_claims.needs_verifying(record, floor):  # a claimed noise source widens nothing until verified
+            floor = floor.model_copy(update={"noise_verified": noise_claims.verify(
+                info.ref, record, workspace, run_with, tmp, timeout_s=timeout, progress=progress, digest=model_digest)})
         seeds = calibration_seeds(record.seeds.seed, reruns)
 
         def varied_run(item: tuple[int, int]) -> RunResult:

@@ -9,7 +9,8 @@ Each planted recipe varies in one way between runs:
   differing batch (no band) and the audit must fail lineage naming it;
 - **execution noise simulated honestly on CPU**: after every backward pass the script adds a tiny (1e-7)
   perturbation drawn from ``os.urandom`` to each gradient, the way a nondeterministic GPU reduction perturbs
-  sums, and it *records* that kernel: ``run.record_nondeterminism(...)`` (the record's own reason its reruns
+  sums (unless deterministic algorithms are on: then, as a real kernel's deterministic form, it adds none, which is
+  how calibration verifies the claim: ``auditor.steps.noise_claims``), and it *records* that kernel: ``run.record_nondeterminism(...)`` (the record's own reason its reruns
   may differ; a CPU run is otherwise expected bitwise). Its consumed data is identical from run to run, so
   calibration measures a floor and bands and the audit reaches a statistical verdict. The same kernel left
   undeclared is an input no record pins: calibration says so and the audit is never reproduced;
@@ -71,7 +72,7 @@ def main():
                     opt.zero_grad()
                     loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x[i]).squeeze(1), y[i])
                     loss.backward()
-                    if cfg.get("grad_noise"):             # simulated nondeterministic kernel (see the test module)
+                    if cfg.get("grad_noise") and not torch.are_deterministic_algorithms_enabled():  # a simulated kernel
                         noise = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
                         for p in model.parameters():
                             p.grad += torch.from_numpy(noise.normal(0, 1e-7, tuple(p.shape)).astype("float32"))
@@ -232,6 +233,7 @@ def test_execution_noise_with_identical_consumed_data_still_gets_a_statistical_v
     calibration = json.loads(world.tags(ref)["repro.calibration"])
     assert calibration["same_seed"]["bit_identical"] is False  # the noise is real: reruns differ
     assert calibration["same_seed"]["expected"] == "statistical"  # and the reruns' own records give its reason
+    assert calibration["same_seed"]["noise_verified"].startswith("verified:")  # deterministic execution removed it
     assert set(json.loads(proc.stdout)) == {"log_loss", "accuracy"}
     result = world.audit(ref)
     tiers = result["result"]["tiers"]

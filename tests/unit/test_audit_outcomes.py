@@ -30,6 +30,7 @@ from auditor.settings import Settings
 from auditor.steps import AuditOptions, Session
 from auditor.steps.calibrate import log_calibration_run
 from auditor.tags import TAG_AUDIT_DATE, TAG_BANDS, TAG_CALIBRATION, TAG_REPORT, TAG_VERDICT
+from tests.fixtures.judged import VERIFIED
 from tests.fixtures.records import complete_record
 
 METRICS = {"auc": 0.91, "accuracy": 0.85}
@@ -186,7 +187,8 @@ def _set_floor(world, *, bit_identical: bool, max_abs: float, platform=None):
 
     runs = [FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="a" if bit_identical else "b")]
     platform = platform if platform is not None else platform_fingerprint(REBUILD_RECORD["record"].environment)
-    floor = SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=max_abs, platform=platform)
+    floor = SameSeedFloor(runs=runs, bit_identical=bit_identical, max_abs=max_abs, rel_l2=max_abs, platform=platform,
+                          noise_verified=None if bit_identical else VERIFIED)
     calibration = Calibration(same_seed=floor, seed_varied=[FloorRun(seed=s) for s in range(5)])
     # as `calibrate` stores it: the evidence as a calibration run (what the judge reads), the tag a copy
     log_calibration_run(Session(world[2], registry=registry), info, calibration)

@@ -23,8 +23,10 @@ DIFFERENT = WeightDiff(identical=False, tensors=3, differing=1, max_abs=1e-4, re
                        worst=[TensorDiff(name="fc.weight", max_abs=1e-4, rel_l2=1e-6, cosine=0.999999)])
 SAME = WeightDiff(identical=True, tensors=3, max_abs=0.0, rel_l2=0.0)
 PLATFORM = {"machine": "x86_64", "cpu_model": "test cpu", "torch": "2.13.0", "threads": {"torch_intra_op": 2}}
+from tests.fixtures.judged import VERIFIED  # noqa: E402
+
 FLOOR = SameSeedFloor(runs=[FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="b")],
-                      bit_identical=False, max_abs=1e-4, rel_l2=1e-6, platform=PLATFORM)
+                      bit_identical=False, max_abs=1e-4, rel_l2=1e-6, platform=PLATFORM, noise_verified=VERIFIED)
 
 
 def gpu_record(**flags):

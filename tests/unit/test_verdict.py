@@ -34,8 +34,10 @@ DIFFERENT = WeightDiff(
 # The same-seed floor these cases are judged under: noisy execution (not bit-identical) on the platform
 # the rebuild ran on, with DIFFERENT well within it, so the table is about the metric bands alone.
 PLATFORM = {"machine": "x86_64", "cpu_model": "test cpu", "torch": "2.13.0", "threads": {"torch_intra_op": 2}}
+from tests.fixtures.judged import VERIFIED  # noqa: E402
+
 FLOOR = SameSeedFloor(runs=[FloorRun(seed=7, weights_sha256="a"), FloorRun(seed=7, weights_sha256="b")],
-                      bit_identical=False, max_abs=1e-4, rel_l2=1e-6, platform=PLATFORM)
+                      bit_identical=False, max_abs=1e-4, rel_l2=1e-6, platform=PLATFORM, noise_verified=VERIFIED)
 
 # Bands that slipped past validation (built in code with model_construct): they must never let a value pass.
 NAN_EDGE = Band.model_construct(**{**BAND.model_dump(), "lower": math.nan})
