@@ -318,16 +318,18 @@ def support(audit: AuditResult) -> list[dict[str, str]]:
 
 #: how each lottery status is shown: the pill's CSS class and its words
 LOTTERY_PILLS = {
-    "lottery": ("fail", "seed likely picked"),
+    "lottery": ("fail", "ranks above its reruns"),
     "consistent": ("pass", "an ordinary seed"),
     "too_few": ("not-run", "too few reruns to test"),
     "no_direction": ("not-run", "no better direction"),
     "not_numeric": ("not-run", "not numeric"),
 }
 LOTTERY_LEGEND = (
-    "Each circle is one seed-varied rerun of the recorded recipe, the diamond the registered value. The p-value is exact: "
-    "the chance that an ordinary seed ranks this well among {n1} draws. A registered run better than nearly every rerun is "
-    "what choosing the best of several seeds produces."
+    "Each circle is one seed-varied rerun of the recorded recipe, the diamond the registered value. The p-value of each "
+    "metric is exact for that metric alone: the chance that an ordinary seed ranks this well among {n1} draws. The pill "
+    "follows one test over every headline metric at once (best rank first, then the next), so several metrics do not "
+    "multiply false alarms. A registered run better than nearly every rerun is what choosing the best of several seeds "
+    "produces; an honest seed does it about 1 time in {n1}."
 )
 
 

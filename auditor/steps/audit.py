@@ -365,7 +365,7 @@ def _calibration_evidence(a: _Audit) -> dict[str, Any]:
     a.findings += refused
     from auditor.judge.lottery import lottery_findings, seed_lottery
 
-    a.lottery = seed_lottery(calibration, a.record.outputs.metrics, bands)  # was the registered seed picked for its result?
+    a.lottery = seed_lottery(calibration, a.record.outputs.metrics, bands)  # does the registered run rank above its reruns?
     a.findings += lottery_findings(a.lottery)
     from auditor.judge.multiplicity import from_calibration
 
