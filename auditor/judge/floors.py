@@ -55,6 +55,10 @@ class FloorRun(_Model):
     decisions: dict[str, Any] | None = None
 
 
+#: a same-seed spread at least this share of the seed-varied spread makes the floor blind (``Calibration.blind_metrics``)
+BLIND_RATIO = 0.5
+
+
 class SameSeedFloor(_Model):
     """Execution noise of the recipe under the recorded seed, on one platform."""
 
@@ -218,9 +222,32 @@ class Calibration(_Model):
                                          accelerator=bool(self.same_seed.platform.get("accelerator")),
                                          measured=self.same_seed.expected)
 
+    def blind_metrics(self) -> dict[str, tuple[float, float]]:
+        """The metrics whose same-seed spread is about as wide as their spread across seeds (at least
+        :data:`BLIND_RATIO` of it): ``{metric: (same-seed spread, seed-varied range)}``. There, comparing weights cannot
+        tell a changed input from noise (issue 42, build 2)."""
+        out: dict[str, tuple[float, float]] = {}
+        for name, same in sorted(self.same_seed.metric_spread.items()):
+            values = [v for r in self.seed_varied if isinstance(v := r.metrics.get(name), (int, float)) and not isinstance(v, bool)]
+            varied = (max(values) - min(values)) if len(values) >= 2 else 0.0
+            if varied > 0 and same >= BLIND_RATIO * varied:
+                out[name] = (float(same), float(varied))
+        return out
+
+    def blind_floor(self) -> str | None:
+        """Why the same-seed floor cannot tell a changed input from noise, in words (None: it can)."""
+        blind = self.blind_metrics()
+        if self.same_seed.bit_identical or not blind:
+            return None
+        said = "; ".join(f"{name}: same seed {same:.4g}, other seeds {varied:.4g}" for name, (same, varied) in blind.items())
+        return (f"the same-seed floor is about as wide as the spread across seeds ({said}): comparing weights cannot tell a "
+                "changed input from noise, so the statistical verdict rests on the metric bands, the registered metrics "
+                "recomputed from the registered model and the decisions on the recorded evaluation rows, never on the "
+                "weights alone")
+
     def findings(self) -> list[str]:
         """What calibration found wrong with the recipe's randomness, in words."""
-        lines = []
+        lines = [blind] if (blind := self.blind_floor()) else []
         if not self.same_seed.bit_identical and not self.explained_spread:
             from auditor.judge.expected import why_no_noise
 

@@ -319,6 +319,7 @@ def judge(
     calibration_findings: Sequence[str] = (),
     deterministic: bool = False,
     expected: str | None = None,
+    blind_floor: str | None = None,
 ) -> tuple[Verdict, dict[str, TierResult]]:
     """The overall verdict and every tier's result (rules in the module docstring).
 
@@ -326,14 +327,17 @@ def judge(
     that cannot be recovered or a recipe that left no outputs, which no retry fixes. ``floor`` is the
     version's same-seed calibration, ``platform`` the rebuild's fingerprint (``floors.platform_fingerprint``),
     ``deterministic`` whether the record says the run had deterministic algorithms on, ``expected`` the tier
-    the record alone lets it reach (``auditor.judge.expected``; None: not worked out).
+    the record alone lets it reach (``auditor.judge.expected``; None: not worked out), ``blind_floor`` why the floor
+    cannot tell a changed input from noise (``floors.Calibration.blind_floor``): weights within it then count for nothing.
     """
     structure = structure_problems(weight_diff) if weight_diff is not None else []
+    weights = _weights_check(weight_diff, floor, platform, deterministic, expected)
+    if blind_floor and weights[0] is True:  # within a blind floor proves nothing; beyond it still fails
+        weights = (None, blind_floor, weights[2])
     tiers = {
         "lineage": _lineage(findings),
         "artifact_recovery": _recovery(recovery),
-        "statistical": _statistical(metric_results, unrecoverable, error,
-                                    _weights_check(weight_diff, floor, platform, deterministic, expected)),
+        "statistical": _statistical(metric_results, unrecoverable, error, weights),
         "bitwise": _expected_bitwise(_bitwise(weight_diff, unrecoverable, error), expected, structure),
     }
     if calibration_findings:  # said on the tier the calibration feeds, whatever the verdict

@@ -488,7 +488,8 @@ def _judge(a: _Audit) -> tuple[Verdict, dict[str, Any]]:
                            floor=a.calibration.same_seed if a.calibration else None, platform=a.platform,
                            calibration_findings=a.calibration.findings() if a.calibration else (),
                            deterministic=bool(a.record and a.record.seeds and a.record.seeds.deterministic),
-                           expected=a.expected.tier if a.expected is not None else None)
+                           expected=a.expected.tier if a.expected is not None else None,
+                           blind_floor=a.calibration.blind_floor() if a.calibration else None)
     from auditor.judge.expected import missed_bitwise
 
     if a.weight_diff is not None:  # a model was rebuilt and compared: nothing rebuilt misses nothing
