@@ -80,13 +80,21 @@ class Normal:
 
 @dataclass
 class Entry:
-    """One differing item: a tree node, a leaf, an array or a parameter."""
+    """One differing item: a tree node, a leaf, an array or a parameter, of one ``kind`` (``KINDS``)."""
 
     name: str
     note: str
     max_abs: float | None = None
     rel_l2: float | None = None
     structural: bool = False
+    kind: str = "values"
+
+
+#: the one vocabulary of differences (issue 40): what an ``Entry`` is, in a validator's words. The flavours' normal
+#: forms decide the kind; the report renders these words, it does not reword them
+KINDS = {"values": "values differ", "shape": "shape or dtype differs", "structure": "tree structure differs",
+         "threshold": "split threshold differs", "leaf": "leaf value differs", "parameter": "parameter differs",
+         "file": "model file differs"}
 
 
 @dataclass
@@ -94,8 +102,8 @@ class StructuralDiff:
     """Two normals compared: what the judge turns into its weight diff."""
 
     identical: bool
-    compared: int = 0  # trees + arrays (+1 for the parameters)
-    differing: int = 0
+    compared: int = 0  # parameters + trees + arrays, each counted once
+    differing: int = 0  # of those, how many differ (never more than ``compared``)
     max_abs: float | None = None
     rel_l2: float | None = None
     only_in_a: list[str] = field(default_factory=list)
@@ -103,6 +111,7 @@ class StructuralDiff:
     structural: list[str] = field(default_factory=list)  # another model: named, not measured
     entries: list[Entry] = field(default_factory=list)
     first: str | None = None  # the first divergence, in model order
+    cause: str | None = None  # the first parameter that differs, with both values: the input that explains the rest
     set_aside: list[str] = field(default_factory=list)
 
 
@@ -162,7 +171,7 @@ def _describe(n: Node) -> str:
 def _tree_nodes(i: int, ta: Sequence[Node], tb: Sequence[Node]) -> tuple[list[Entry], np.ndarray, np.ndarray]:
     """One tree pair: the first structural difference (topology, split feature, threshold), else its leaves."""
     if len(ta) != len(tb):
-        return [Entry(f"tree {i}", f"{len(ta)} vs {len(tb)} nodes", structural=True)], np.empty(0), np.empty(0)
+        return [Entry(f"tree {i}", f"{KINDS['structure']}: {len(ta)} vs {len(tb)} nodes", structural=True, kind="structure")], np.empty(0), np.empty(0)
     try:
         same = list(ta) == list(tb)  # equal by value: nothing to name (a -0.0 the digest still tells apart)
     except (TypeError, ValueError):  # a value whose == is not a bool: walk the nodes
@@ -173,23 +182,32 @@ def _tree_nodes(i: int, ta: Sequence[Node], tb: Sequence[Node]) -> tuple[list[En
     for j, (na, nb) in enumerate(zip(ta, tb, strict=True)):
         if na.leaf != nb.leaf or na.children != nb.children or na.kind != nb.kind or (
                 not na.leaf and _jsonable(na.feature) != _jsonable(nb.feature)):
-            return [Entry(f"tree {i} node {j}", f"split or topology differs: {_describe(na)} vs {_describe(nb)}",
-                          structural=True)], np.empty(0), np.empty(0)
+            return [Entry(f"tree {i} node {j}", f"{KINDS['structure']}: {_describe(na)} vs {_describe(nb)}",
+                          structural=True, kind="structure")], np.empty(0), np.empty(0)
         if not na.leaf and _jsonable(na.threshold) != _jsonable(nb.threshold):
-            return [Entry(f"tree {i} node {j}", f"threshold differs on feature {na.feature}: {na.threshold!r} vs {nb.threshold!r}",
-                          structural=True)], np.empty(0), np.empty(0)
+            return [Entry(f"tree {i} node {j}", f"{KINDS['threshold']} on feature {na.feature}: {na.threshold!r} vs {nb.threshold!r}",
+                          max_abs=_gap(na.threshold, nb.threshold), structural=True, kind="threshold")], np.empty(0), np.empty(0)
     leaves_a = [(j, n.value) for j, n in enumerate(ta) if n.leaf]
     leaves_b = [n.value for n in tb if n.leaf]
     entries = []
     for (j, va), vb in zip(leaves_a, leaves_b, strict=True):
         if len(va) != len(vb):
-            return [Entry(f"tree {i} node {j}", f"leaf of {len(va)} vs {len(vb)} values", structural=True)], np.empty(0), np.empty(0)
+            return [Entry(f"tree {i} node {j}", f"{KINDS['shape']}: a leaf of {len(va)} vs {len(vb)} values", structural=True,
+                          kind="shape")], np.empty(0), np.empty(0)
         if any(float(x).hex() != float(y).hex() for x, y in zip(va, vb, strict=True)):
             gap = max(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
-            entries.append(Entry(f"tree {i} node {j}", f"leaf value {_fmt(va)} vs {_fmt(vb)}", max_abs=gap))
+            entries.append(Entry(f"tree {i} node {j}", f"leaf value {_fmt(va)} vs {_fmt(vb)}", max_abs=gap, kind="leaf"))
     flat_a = np.array([v for _, vals in leaves_a for v in vals], dtype=np.float64)
     flat_b = np.array([v for vals in leaves_b for v in vals], dtype=np.float64)
     return entries, flat_a, flat_b
+
+
+def _gap(a: Any, b: Any) -> float | None:
+    """How far a numeric threshold moved (None for a category set)."""
+    try:
+        return abs(float(a) - float(b))
+    except (TypeError, ValueError):
+        return None
 
 
 def _fmt(values: Sequence[float]) -> str:
@@ -204,13 +222,14 @@ def _meta_entries(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Entry]:
         va, vb = a.get(key, missing), b.get(key, missing)
         if va is missing or vb is missing or _jsonable(va) != _jsonable(vb):
             shown = ["(absent)" if v is missing else repr(v)[:120] for v in (va, vb)]
-            out.append(Entry(f"parameter {key}", f"{shown[0]} vs {shown[1]}", structural=True))
+            out.append(Entry(f"parameter {key}", f"{shown[0]} vs {shown[1]}", structural=True, kind="parameter"))
     return out
 
 
 def _array_entry(name: str, a: np.ndarray, b: np.ndarray) -> tuple[Entry | None, np.ndarray, np.ndarray]:
     if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
-        return Entry(name, f"shape or dtype differs: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}", structural=True), np.empty(0), np.empty(0)
+        return (Entry(name, f"{KINDS['shape']}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}", structural=True, kind="shape"),
+                np.empty(0), np.empty(0))
     if _array_key(a) == _array_key(b):
         return None, _numeric(a), _numeric(a)
     if a.dtype.kind not in "fiub":
@@ -236,7 +255,7 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
     """Compare the registered model ``a`` with the rebuild ``b`` (see the module's ladder)."""
     out = StructuralDiff(identical=a.digest() == b.digest(), set_aside=sorted(set(a.set_aside) | set(b.set_aside)))
     meta = _meta_entries(a.meta, b.meta)
-    out.compared = 1 + max(len(a.trees), len(b.trees)) + len(set(a.arrays) | set(b.arrays))
+    out.compared = len(set(a.meta) | set(b.meta)) + max(len(a.trees), len(b.trees)) + len(set(a.arrays) | set(b.arrays))
     if out.identical:  # the same canonical bytes: nothing differs, no ladder to walk
         out.max_abs, out.rel_l2 = 0.0, 0.0
         return out
@@ -260,8 +279,10 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
         vb.append(fb)
     if not out.identical and not (entries or meta or out.only_in_a or out.only_in_b or len(a.trees) != len(b.trees)):
         where = first_difference(_jsonable(a.identity), _jsonable(b.identity))  # what the ladder does not read
-        meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True))
+        meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True, kind="file"))
+        out.compared += 1
     _totals(out, entries + meta, va, vb)  # parameters last: the first divergence named is in the model
+    out.cause = next((f"{e.name}: {e.note}" for e in meta if e.kind == "parameter"), None)  # the input that explains it
     return out
 
 
@@ -310,3 +331,6 @@ def _totals(out: StructuralDiff, entries: list[Entry], va: list[np.ndarray], vb:
             out.rel_l2 = float(np.linalg.norm(fa - fb)) / norm if norm > 0 else None
     elif not out.structural and not (out.only_in_a or out.only_in_b):
         out.max_abs = max((e.max_abs or 0.0 for e in numeric), default=None)
+    moved = [e.max_abs for e in entries if e.kind == "threshold" and e.max_abs is not None]
+    if moved:  # a split threshold that moved is a difference of that size, though every leaf may be equal
+        out.max_abs = max(out.max_abs or 0.0, *moved)

@@ -156,7 +156,7 @@ def structure_problems(diff: WeightDiff) -> list[str]:
     for n in diff.mismatched:  # in words where the shapes are known: "another shape" must read as such
         t = known.get(n)
         if t is None:
-            lines.append(f"shape or dtype differs: {n}")
+            lines.append(n if ": " in n else f"shape or dtype differs: {n}")  # a flavour's line names its own kind
         else:
             what = " and ".join(w for w, differs in (("shape", t.shape_a != t.shape_b), ("dtype", t.dtype_a != t.dtype_b)) if differs)
             lines.append(f"shape or dtype differs: {n} has another {what or 'layout'}: {t.dtype_a} of shape {t.shape_a} in the "

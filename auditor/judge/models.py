@@ -88,9 +88,11 @@ def as_weight_diff(diff: Any, flavor: str) -> tuple[WeightDiff, dict[str, str]]:
         evidence["model.set_aside"] = "; ".join(diff.set_aside)
     if diff.first:
         evidence["model.first_divergence"] = diff.first
+    if diff.cause:
+        evidence["model.cause"] = diff.cause
     result = WeightDiff(identical=diff.identical, tensors=diff.compared, differing=diff.differing, max_abs=diff.max_abs,
                         rel_l2=diff.rel_l2, only_in_a=list(diff.only_in_a), only_in_b=list(diff.only_in_b),
-                        mismatched=list(diff.structural), worst=worst)
+                        mismatched=list(diff.structural), worst=worst, unit="part(s) (parameters, trees, arrays)")
     return result, evidence
 
 

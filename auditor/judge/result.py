@@ -89,10 +89,16 @@ class WeightDiff(_Model):
     rel_l2: float | None = None  # over all tensors
     only_in_a: list[str] = Field(default_factory=list)
     only_in_b: list[str] = Field(default_factory=list)
-    mismatched: list[str] = Field(default_factory=list)  # same name, other shape or dtype
+    mismatched: list[str] = Field(default_factory=list)  # another model: a tensor name (other shape or dtype), or a flavour's self-described line
     worst: list[TensorDiff] = Field(default_factory=list)
     sha256_a: str | None = None
     sha256_b: str | None = None
+    unit: str = "tensor(s)"  # what ``tensors`` and ``differing`` count (a tree flavour compares parameters, trees, arrays)
+
+    def described(self) -> list[str]:
+        """``mismatched`` in words: a flavour's line says what kind of difference it is (``flavors.base.KINDS``); a bare
+        tensor name is one of another shape or dtype."""
+        return [m if ": " in m else f"shape or dtype differs: {m}" for m in self.mismatched]
 
 
 class EnvDrift(_Model):

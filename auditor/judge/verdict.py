@@ -282,11 +282,11 @@ def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | No
                           summary=f"the rebuilt weights hash to {diff.sha256_b}, the record says {diff.sha256_a} (compared by hash: the registered file is missing)")
     details = [f"only in registered: {name}" for name in diff.only_in_a]
     details += [f"only in rebuild: {name}" for name in diff.only_in_b]
-    details += [f"shape or dtype differs: {name}" for name in diff.mismatched]
+    details += sorted(diff.described(), key=lambda line: not line.startswith("parameter "))  # the cause before its consequences
     details += [
         f"{t.name}: max |Δ| {t.max_abs}, rel L2 {t.rel_l2}, cosine {t.cosine} {t.note}".rstrip() for t in diff.worst
     ]
-    summary = f"{diff.differing} of {diff.tensors} tensor(s) differ"
+    summary = f"{diff.differing} of {diff.tensors} {diff.unit} differ"
     if diff.max_abs is not None:
         summary += f", max |Δ| {diff.max_abs:.3g}"
     return TierResult(name="bitwise", status="fail", summary=summary, details=details)

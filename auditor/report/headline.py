@@ -54,8 +54,44 @@ def _weights_cause(summary: str, outside: int) -> Cause:
                  f"seed ever did (the same-seed floor, pictured under Weights); {metrics}.")
 
 
+#: hyperparameters in the words a validator uses (XGBoost calls the learning rate ``eta``)
+PARAM_WORDS = {"eta": "learning rate", "learning_rate": "learning rate", "n_estimators": "number of trees",
+               "num_iterations": "number of trees", "iterations": "number of trees", "max_depth": "maximum depth"}
+
+
+def _parameter_cause(audit: AuditResult) -> Cause | None:
+    """The rebuild resolved another hyperparameter than training (``model.cause``, named by the flavour's diff): the
+    root cause, in a validator's words, with the decisions it flips."""
+    said = audit.evidence.get("model.cause")
+    if not said or not said.startswith("parameter "):
+        return None
+    name, _, values = said.removeprefix("parameter ").partition(": ")
+    trained, _, rebuilt = values.partition(" vs ")
+    short = PARAM_WORDS.get(name.rsplit(".", 1)[-1], name.rsplit(".", 1)[-1].replace("_", " "))
+    title = f"the rebuild resolved {short} {_number(rebuilt)} where training used {_number(trained)}"
+    flips, rows = audit.evidence.get("predictions.flips"), audit.evidence.get("predictions", "").split(" rows")[0]
+    if flips and rows.isdigit():
+        title += f"; {flips} of {rows} decisions flip"
+    return Cause("parameter", title,
+                 f"The rebuilt model is another model because a hyperparameter resolved otherwise than at training ({name}: "
+                 f"{values}); the differing trees and values listed below follow from it. Pin it in the recorded config (or "
+                 "find what changed it: a library default, an environment variable, a side file), then retrain and register.")
+
+
+def _number(text: str) -> str:
+    """A parameter's value as a validator reads it: a float echoed at float32 precision rounded to 6 digits."""
+    raw = text.strip().strip("'\"")
+    try:
+        return f"{float(raw):.6g}"
+    except ValueError:
+        return raw
+
+
 def _tolerance(audit: AuditResult) -> Cause:
     diff = audit.weight_diff
+    parameter = _parameter_cause(audit)
+    if parameter is not None:
+        return parameter
     if diff is not None and (diff.only_in_a or diff.only_in_b or diff.mismatched):
         return Cause("another_model", "the rebuild is another model",
                      "The rebuilt weights hold other tensors, or tensors of another shape or dtype, than the registered ones: "

@@ -81,7 +81,7 @@ def test_a_changed_leaf_is_measured_and_a_changed_threshold_is_another_model():
     assert not d.identical and not d.structural and d.first.startswith("tree 1 node 2: leaf value -0.2 vs -0.25")
     assert d.max_abs == pytest.approx(0.05)
     d = diff_normals(a, split)
-    assert d.structural and d.first.startswith("tree 0 node 0: threshold differs on feature 0: 0.5 vs 0.6")
+    assert d.structural and d.first.startswith("tree 0 node 0: split threshold differs on feature 0: 0.5 vs 0.6")
     d = diff_normals(a, Normal("x", trees=[tree]))
     assert d.only_in_a == ["tree 1"] and "2 vs 1 trees" in d.structural
 

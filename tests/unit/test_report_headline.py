@@ -105,3 +105,26 @@ def test_print_only_page_rules_never_reach_the_screen():
     html = render_report(_doc(_audit()))
     outside_print = re.sub(r"@media print \{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\}", "", html)
     assert "@page" in html and "@page" not in outside_print
+
+
+def test_a_hyperparameter_the_rebuild_resolved_otherwise_is_the_headline_with_both_values_and_the_flips():
+    """Issue 40, build 2: the root cause first. The XGBoost version whose rebuild resolved another learning rate is
+    headlined by that parameter (both values, rounded as a validator reads them) and the decisions it flips, not by
+    its consequences (the trees that differ)."""
+    from auditor.flavors.base import Node, Normal, diff_normals
+    from auditor.judge.models import as_weight_diff
+
+    tree = [Node(feature=0, threshold=0.5, children=(1, 2)), Node(value=(0.1,)), Node(value=(-0.2,))]
+    a = Normal(flavor="xgboost", meta={"config.learner.gradient_booster.tree_train_param.eta": "0.100000001"}, trees=[tree])
+    b = Normal(flavor="xgboost", meta={"config.learner.gradient_booster.tree_train_param.eta": "0.119999997"},
+               trees=[[Node(feature=0, threshold=0.7, children=(1, 2)), *tree[1:]]])
+    diff, evidence = as_weight_diff(diff_normals(a, b), "xgboost")
+    audit = _audit(diff=diff)
+    audit = audit.model_copy(update={"evidence": {**audit.evidence, **evidence, "predictions": "500 rows (sha256:…)",
+                                                  "predictions.flips": "6"}})
+    assert audit.verdict is Verdict.OUT_OF_TOLERANCE
+    found = cause(audit)
+    assert found is not None and found.key == "parameter", found
+    assert found.title == "the rebuild resolved learning rate 0.12 where training used 0.1; 6 of 500 decisions flip", found.title
+    assert "Pin it in the recorded config" in found.explanation
+    assert "the rebuild resolved learning rate 0.12" in _banner(audit)
