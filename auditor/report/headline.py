@@ -17,7 +17,7 @@ DATA_CHANGED_CODES = ("data.changed",)
 #: the code of the finding that says a download gave other bytes than at training (``auditor.sdk``'s downloads)
 SOURCE_CHANGED_CODE = "data.source_changed"
 #: the causes whose evidence is the weights' distance (the report pictures it against the same-seed floor)
-WEIGHT_CAUSES = ("floor", "deterministic", "no_floor", "unseeded")
+WEIGHT_CAUSES = ("floor", "deterministic", "no_floor", "unseeded", "input_spread", "unverified")
 
 
 class Cause(NamedTuple):
@@ -41,6 +41,16 @@ def _weights_cause(summary: str, outside: int) -> Cause:
         return Cause("unseeded", "the run draws randomness no recorded seed controls",
                      "The rebuilt weights differ, and the run uses a random generator that no recorded seed controls, so "
                      f"no band or floor can tell its noise from a divergence ({metrics}). Seed every generator the script uses.")
+    if "same-seed reruns differ although" in text or "reruns at calibration differed although" in text:
+        return Cause("input_spread", "same-seed reruns differ although nothing in the record says this run cannot be bitwise",
+                     "Reruns under the recorded seed should have been bit-identical (no GPU, world size or declared "
+                     "nondeterministic source in the record), yet calibration measured them apart (the bar below: it should be "
+                     "zero). The spread comes from an input the record does not pin (the clock, an unseeded generator, a side "
+                     f"file), so no floor can excuse the rebuild's difference ({metrics}). Pin that input, retrain and register.")
+    if "claim was never verified" in text:
+        return Cause("unverified", "the claimed noise source was never verified",
+                     "Same-seed reruns differ and the record claims why, but the claim was not verified by reruns with execution "
+                     f"made deterministic, so it widens no tolerance ({metrics}). Recalibrate (`repro-audit calibrate`).")
     if "bit-identical" in text:
         return Cause("deterministic", "the weights differ where the recipe is bit-identical",
                      "Same-seed calibration showed this recipe bit-identical on this platform, yet the rebuilt weights differ "

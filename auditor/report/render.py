@@ -148,6 +148,7 @@ def render_report(doc: dict[str, Any]) -> str:
     ctx["floor"] = floor
     failed = cause(audit)
     ctx["weights_failed"] = failed is not None and failed.key in WEIGHT_CAUSES
+    ctx["failed_key"] = failed.key if failed is not None else None
     ctx["floor_svg"] = plots.floor_svg(audit.weight_diff, floor) if audit.weight_diff is not None and not audit.weight_diff.identical else None
     return environment().get_template("report.html.j2").render(**ctx)
 

@@ -128,3 +128,25 @@ def test_a_hyperparameter_the_rebuild_resolved_otherwise_is_the_headline_with_bo
     assert found.title == "the rebuild resolved learning rate 0.12 where training used 0.1; 6 of 500 decisions flip", found.title
     assert "Pin it in the recorded config" in found.explanation
     assert "the rebuild resolved learning rate 0.12" in _banner(audit)
+
+
+def test_same_seed_spread_the_record_gives_no_reason_for_is_the_headline_and_the_picture_says_so():
+    """Issue 40, build 3: the PyTorch report said "the weights lie outside the same-seed floor" above a plot whose dots
+    were inside; the cause is that same-seed reruns differ at all where nothing says they may."""
+    from tests.fixtures.judged import VERIFIED
+
+    bitwise_floor = _floor().model_copy(update={"expected": "bitwise", "noise_verified": VERIFIED})
+    audit = _audit(diff=_diff(1e-6), floor=bitwise_floor)
+    audit = audit.model_copy(update={"tiers": {**audit.tiers}})
+    found = cause(audit)
+    if found is None or found.key != "input_spread":  # the judge decides from the expected tier: give it one
+        from auditor.judge.verdict import judge
+
+        verdict, tiers = judge(findings=[], recovery=None, metric_results=audit.metrics, weight_diff=audit.weight_diff,
+                               floor=bitwise_floor, platform=PLATFORM, expected="bitwise")
+        audit = audit.model_copy(update={"verdict": verdict, "tiers": tiers})
+        found = cause(audit)
+    assert found is not None and found.key == "input_spread", (found, audit.tiers["statistical"].summary)
+    assert "outside the same-seed floor" not in found.title
+    html = render_report(build_evidence(audit, settings=Settings()))
+    assert "the bar itself is the failing evidence" in html
