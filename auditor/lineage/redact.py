@@ -1,18 +1,22 @@
 """Secret hygiene: the one redactor for everything that leaves the process.
 
 Records, the stored diff, MLflow params and tags, log tails, error texts, reports, Python ``logging``
-records and CLI output (plain and ``--json``) all pass through here. Three tests:
+records and CLI output (plain and ``--json``) all pass through here. Four tests:
 
 - the *key* names a secret (``password``, ``PGPASSWORD``, ``DB_PASS``, ``MYSQL_PWD``, ``apiKey``,
   ``hf_token``…; whole words, so ``max_tokens``, ``tokenizer``, ``num_passes``, ``sort_key`` keep
-  their values: a marker there would break the rebuild that reads them);
+  their values: a marker there would break the rebuild that reads them), or *is* one: a mapping key
+  that text rules redact, an opaque random token, or an entry of ``hmac_keys``/``api_keys``/``secrets``
+  that is not a plain name (``auditor.lineage.redact_keys``);
 - the *shape* of free text carries one: ``key=value`` and quoted keys as in dict and JSON text
   (``{'db_password': 'x'}``, ``{"api_key": "x"}``, ``KeyError('token=x')``), passwords in URLs with
   or without a user (``redis://:pw@host``), secret query parameters (``?password=``, ``&sig=``),
   ``Authorization:`` headers, whole ``-----BEGIN … PRIVATE KEY-----`` blocks;
 - a maintained detector says so: the regexes of detect-secrets' plugins (AWS, private keys, basic
   auth, JWTs, GitHub, GitLab, Slack, Stripe, … and its keyword rules). Its entropy detectors are left
-  out on purpose: they flag the sha256 and blake3 digests the evidence is made of.
+  out on purpose: they flag the sha256 and blake3 digests the evidence is made of;
+- decoded, it holds one: base64 text is decoded and scanned (nested too), and a Docker auth config is
+  a secret whatever key holds it (``auditor.lineage.redact_encoded``).
 
 A redacted value becomes ``<redacted:xxxxxxxx>``, the suffix a short hash, so two runs with the same
 secret still compare equal without the secret being stored. Pure: no I/O.
@@ -21,53 +25,34 @@ secret still compare equal without the secret being stored. Pure: no I/O.
 from __future__ import annotations
 
 import bisect
-import functools
 import logging
 import re
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from auditor.digests import sha256_hex
+from auditor.lineage.redact_encoded import (
+    MAX_DEPTH,
+    base64_runs,
+    basic_credentials,
+    docker_auth_text,
+    is_docker_auth_config,
+)
+from auditor.lineage.redact_keys import WORD_SPLIT as _WORD_SPLIT
+from auditor.lineage.redact_keys import (
+    is_opaque_token,
+    is_plain_name,
+    is_secret_key,
+    names_secret_collection,
+    yaml_block_spans,
+)
+from auditor.lineage.redact_shapes import BARE_LOOK, OWN, TRIGGERS, detectors
 
 MARKER_PREFIX = "<redacted:"
 _MARKER = re.compile(r"^<redacted:[0-9a-f]{8}>$")
 _MARKER_ANY = re.compile(r"<redacted:[0-9a-f]{8}>")
-
-# -- key names ---------------------------------------------------------------------------------
-_SECRET_WORDS = frozenset({
-    "password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "credential", "credentials", "cookie",
-    "dsn", "auth", "authorization", "apikey", "signature", "sessionid", "privatekey", "accesskey", "secretkey",
-    "sig", "passcode",
-})
-_KEY_QUALIFIERS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "ssh", "account", "session", "client", "service"})
-# glued spellings (PGPASSWORD, DBPASS, MYSQL_PWD, HFTOKEN): a word that contains or ends with one of these
-_SECRET_INFIXES = ("password", "passwd", "passphrase", "secret", "credential")
-_SECRET_SUFFIXES = ("pwd", "token", "apikey", "secretkey", "privatekey", "accesskey")
-# *PASS* (DB_PASS, PGPASSFILE, PASSWD), unless the word is one of the ordinary ones holding "pass"
-_PASS_ORDINARY = ("passes", "passed", "passing", "passthrough", "passthru", "passage", "passive", "passenger", "passport",
-                  "bypass", "compass", "surpass", "overpass", "underpass", "multipass", "onepass", "twopass", "firstpass",
-                  "secondpass", "singlepass", "fullpass", "backpass")
-_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-
-
-@functools.lru_cache(maxsize=4096)
-def is_secret_key(key: str) -> bool:
-    """Whether a config key, variable or argument name names a secret (``db.password``, ``PGPASSWORD``, ``DB_PASS``, ``apiKey``)."""
-    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
-    if words == ["key"]:
-        return True
-    for i, word in enumerate(words):
-        if word in _SECRET_WORDS:
-            return True
-        if any(infix in word for infix in _SECRET_INFIXES) or word.endswith(_SECRET_SUFFIXES):
-            return True
-        if "pass" in word and not any(ordinary in word for ordinary in _PASS_ORDINARY):
-            return True
-        if word == "key" and i > 0 and words[i - 1] in _KEY_QUALIFIERS:
-            return True
-        if word == "id" and i > 0 and words[i - 1] == "session":
-            return True
-    return False
+_DEPTH: ContextVar[int] = ContextVar("redact_base64_depth", default=0)  # how many base64 layers the scan is inside
 
 
 def marker(value: str) -> str:
@@ -100,10 +85,6 @@ _ASSIGNMENT = re.compile(
     r"(?:(?P<quote>\\?[\"'])(?P<qval>(?:(?!(?P=quote))(?:\\.|.))*)(?P=quote)|(?P<val>(?!<redacted:)(?![{\[])[^\s,;&\"'}\])\\]+))"
 )
 _FLAG = re.compile(r"(?<!\S)(?P<head>--?(?P<key>[A-Za-z][A-Za-z0-9_-]*)\s+)(?P<val>(?!-)[^\s\"'\\]+)")
-# Azure DevOps PATs: 52 characters of base32 (a letter past f, so never a hex digest), or 84 with "AZDO"
-_BARE = [re.compile(r"(?<![A-Za-z0-9])(?=[a-z2-7]{0,51}[g-z])[a-z2-7]{52}(?![A-Za-z0-9])"),
-         re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{76}AZDO[A-Za-z0-9]{4}(?![A-Za-z0-9])")]
-_BARE_LOOK = re.compile(r"[a-z2-7]{52}|AZDO")
 # plain prose: "the password is hunter2", "our API key for prod was: abc" (a value that is a word of ours is kept)
 _PROSE = re.compile(
     r"(?i)\b(?P<key>passwords?|passphrase|passwd|pwd|secret|token|(?:api|access|secret|private|signing)[ _-]?key|credentials?)"
@@ -117,57 +98,6 @@ _PROSE_WORDS = frozenset({
     "present", "absent", "revoked", "blank", "unknown", "checked", "signed", "rotated", "changed", "loaded", "found",
     "written", "optional", "off", "on", "true", "false", "yes", "this", "that", "its", "their", "your", "our",
 })
-_OWN = [
-    re.compile(r"\b(AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b"),  # AWS access key ids
-    re.compile(r"\bbearer\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),  # JWT, signature included
-    re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"),  # GitHub tokens (also inside a branch name)
-    re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}"),  # OpenAI-style API secret keys (sk-proj-…)
-    re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{20,}"),  # Hugging Face tokens
-    re.compile(r"(?<![A-Za-z0-9])dapi[0-9a-f]{32}(?:-\d+)?"),  # Databricks personal access tokens
-    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"),  # Google API keys
-    *_BARE,
-]
-
-
-@functools.cache
-def _detectors() -> list[tuple[tuple[str, ...], list[tuple[re.Pattern[str], int]]]]:
-    """(literals one of which the line must hold, [(regex, group holding the secret)]) from detect-secrets' plugins.
-
-    The plugins whose shapes start with a literal, each run only on a line holding it (their
-    case-insensitive alternations cost a tenth of a millisecond a line). Left out: the entropy detectors
-    (they flag digests), PrivateKeyDetector (it finds only the BEGIN line; ``_PRIVATE_KEY`` takes the
-    block), and the bare-alphanumeric shapes (Discord, Telegram, Twilio, Mailchimp, Artifactory).
-    """
-    from detect_secrets.plugins import keyword
-    from detect_secrets.plugins.aws import AWSKeyDetector
-    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-    from detect_secrets.plugins.basic_auth import BasicAuthDetector
-    from detect_secrets.plugins.github_token import GitHubTokenDetector
-    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-    from detect_secrets.plugins.jwt import JwtTokenDetector
-    from detect_secrets.plugins.npm import NpmDetector
-    from detect_secrets.plugins.openai import OpenAIDetector
-    from detect_secrets.plugins.pypi_token import PypiTokenDetector
-    from detect_secrets.plugins.sendgrid import SendGridDetector
-    from detect_secrets.plugins.slack import SlackDetector
-    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-    from detect_secrets.plugins.stripe import StripeDetector
-
-    plugins = [
-        (("akia", "asia", "a3t", "abia", "acca", "aws"), AWSKeyDetector), (("accountkey",), AzureStorageKeyDetector),
-        (("://",), BasicAuthDetector), (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), GitHubTokenDetector), (_GITLAB, GitLabTokenDetector),
-        (("eyj",), JwtTokenDetector), (("authtoken",), NpmDetector), (("t3blbkfj",), OpenAIDetector), (("pypi-",), PypiTokenDetector),
-        (("sg.",), SendGridDetector), (("xox", "hooks.slack"), SlackDetector), (("sq0",), SquareOAuthDetector), (("k_live_",), StripeDetector),
-    ]
-    found = [(triggers, [(p, 1 if p.groups else 0) for p in plugin.denylist]) for triggers, plugin in plugins]
-    # the keyword rules for config-like text (key: value, key = value) and for quoted code
-    rules = [*keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items(), *keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()]
-    found.append((("key", "pass", "pwd", "secret", "contras"), rules))
-    return found
-
-
 def _mark(text: str) -> str:
     return text if _MARKER_ANY.fullmatch(text) else marker(text)
 
@@ -176,10 +106,11 @@ def _spans(text: str) -> list[tuple[int, int]]:
     """Where detect-secrets' plugins and our own credential shapes see a secret."""
     spans: list[tuple[int, int]] = []
     done = [m.span() for m in _MARKER_ANY.finditer(text)]  # never a span into a marker (basic auth sees "://<redacted:…>@")
-    for pattern in _OWN:
+    for pattern in OWN:
         spans.extend(m.span() for m in pattern.finditer(text))
+    spans += _encoded_spans(text) + _collection_spans(text)
     lowered = text.lower()
-    for triggers, rules in _detectors():
+    for triggers, rules in detectors():
         if not any(t in lowered for t in triggers):
             continue
         for pattern, group in rules:
@@ -188,6 +119,33 @@ def _spans(text: str) -> list[tuple[int, int]]:
                 if end - start >= 4 and MARKER_PREFIX not in text[start:end] and text[start:end] not in _LITERALS:
                     spans.append((start, end))
     return [(a, b) for a, b in spans if not any(a < e and s < b for s, e in done)] if done else spans
+
+
+def _encoded_spans(text: str) -> list[tuple[int, int]]:
+    """The base64 runs of ``text`` whose decoded text holds a secret (decoded again inside, ``MAX_DEPTH`` deep)."""
+    depth = _DEPTH.get()
+    if depth >= MAX_DEPTH:
+        return []
+    return [(start, end) for start, end, decoded in base64_runs(text) if _decoded_secret(decoded, depth + 1)]
+
+
+def _decoded_secret(decoded: str, depth: int) -> bool:
+    if basic_credentials(decoded) or docker_auth_text(decoded):
+        return True
+    token = _DEPTH.set(depth)
+    try:
+        return redact_text(decoded) != decoded
+    finally:
+        _DEPTH.reset(token)
+
+
+# hmac_keys.<secret>: a flattened config key (a config's sources, a param name) naming an entry of a secret collection
+_COLLECTION_PATH = re.compile(r"(?<![A-Za-z0-9_-])(?P<coll>[A-Za-z][A-Za-z0-9_-]*)(?=\.(?P<val>[^\s.'\"`=:,;()\[\]{}<>\\]+))")
+
+
+def _collection_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span("val") for m in _COLLECTION_PATH.finditer(text)
+            if names_secret_collection(m.group("coll")) and not is_plain_name(m.group("val")) and MARKER_PREFIX not in m.group("val")]
 
 
 def _replace_spans(text: str, spans: list[tuple[int, int]]) -> str:
@@ -248,23 +206,13 @@ def _names_a_key_file(m: re.Match[str], key: str, value: str) -> bool:
     return (len(words) == 1 and before.endswith(("public", "public-", "verification"))) or bool(_PATH_VALUE.match(value))
 
 
-# The first look: every rule above needs one of these literals in the line (lower-cased). str.find
-# is C speed, where one case-insensitive regex alternation costs a microsecond a character.
-_TRIGGERS = (
-    "pass", "pwd", "secret", "token", "credential", "cookie", "session", "sig", "dsn", "key", "auth", "bearer",
-    "private", "://", "eyj", "aws", "akia", "asia", "agpa", "aida", "aroa", "a3t", "abia", "acca", "ghp_", "gho_", "ghu_",
-    "ghs_", "ghr_", "github_pat", "glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-",
-    "glagent-", "gloas-", "xox", "sk-", "sk_", "rk_", "hf_", "npm_", "dapi", "aiza",
-    "pypi-", "sg.", "sq0", "contras", "t3blbkfj", "k_live_",
-)
-_GITLAB = ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "gr1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-")
-
-
 def _candidate_lines(text: str) -> list[int] | None:
     """Indices of the lines of ``text`` holding a trigger; None when the text is a single line that holds one."""
     lowered = text.lower()
-    hits = [at for needle in _TRIGGERS for at in _find_all(lowered, needle)]
-    hits += [m.start() for m in _BARE_LOOK.finditer(text)]
+    hits = [at for needle in TRIGGERS for at in _find_all(lowered, needle)]
+    hits += [m.start() for m in BARE_LOOK.finditer(text)]
+    if _DEPTH.get() < MAX_DEPTH:
+        hits += [start for start, _, _ in base64_runs(text)]
     if not hits:
         return []
     if "\n" not in text:
@@ -298,6 +246,8 @@ def redact_text(text: str) -> str:
         return document
     if "PRIVATE KEY" in text:
         text = _PRIVATE_KEY.sub(lambda m: marker(m.group(0)), text)
+    if "\n" in text:  # a YAML block under a secret's key: its lines say nothing of the key on their own
+        text = _replace_spans(text, yaml_block_spans(text, MARKER_PREFIX))
     candidates = _candidate_lines(text)
     if candidates is None:
         return _structured_line(text) or _redact_line(text)
@@ -367,7 +317,8 @@ def redact_value(key: str, value: Any, *, secret: bool = False) -> Any:
     """Redact one value given its key; recurse into containers (everything under a secret key is secret)."""
     secret = secret or bool(key and is_secret_key(key))
     if isinstance(value, Mapping):
-        return redact_mapping(value, secret=secret)
+        return redact_mapping(value, secret=secret or is_docker_auth_config(value),
+                              keyed_by_secrets=bool(key) and names_secret_collection(key))
     if isinstance(value, list | tuple):
         return [redact_value("", item, secret=secret) for item in value]
     if value is None or isinstance(value, bool):  # no secret in a flag or a null (and text rules keep them too)
@@ -379,9 +330,28 @@ def redact_value(key: str, value: Any, *, secret: bool = False) -> Any:
     return value
 
 
-def redact_mapping(values: Mapping[str, Any], *, secret: bool = False) -> dict[str, Any]:
-    """Keys too: a key can be the secret (``{'https://u:pw@host/simple': 1}``, a token as a config key)."""
-    return {redact_text(str(k)): redact_value(str(k), v, secret=secret) for k, v in values.items()}
+def redact_mapping(values: Mapping[str, Any], *, secret: bool = False, keyed_by_secrets: bool = False) -> dict[str, Any]:
+    """Keys too: a key can be the secret (``{'https://u:pw@host/simple': 1}``, a token as a config key, an entry
+    of ``hmac_keys``: ``keyed_by_secrets``). Two keys never become one: a second marker is told apart (``~2``)."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        name = str(k)
+        key = _redact_key(name, keyed_by_secrets)
+        at, n = key, 1
+        while key != name and (at in out or at in values):
+            n += 1
+            at = f"{key}~{n}"
+        out[at] = redact_value(name, v, secret=secret)
+    return out
+
+
+def _redact_key(name: str, keyed_by_secrets: bool) -> str:
+    shown = redact_text(name)
+    if shown != name or MARKER_PREFIX in name:
+        return shown
+    if (keyed_by_secrets and not is_plain_name(name)) or is_opaque_token(name):
+        return marker(name)
+    return name
 
 
 def _json_document(text: str) -> str | None:

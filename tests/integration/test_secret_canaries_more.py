@@ -7,6 +7,11 @@ secret used as a config *key*, provider token shapes (Databricks, Google, Azure 
 OpenAI-style), base64 registry auth, and tokens in the git remote URL and the branch name. Then the MLflow
 database, every artifact (the LoggedModel's included), the reports and every CLI output are searched:
 no canary, and every JSON output parses. The self-checks show each place was there to leak.
+
+Issue 42 (point 8, acceptance 6) adds the two that still leaked: a secret used as a key of ``hmac_keys``, and a
+whole Docker config base64-encoded (its ``auth`` itself base64 of ``user:password``) under innocuous names, as a
+config value, an environment variable, and printed by the rebuild (as JSON and as YAML); the CLI's plain output
+is searched too.
 """
 
 from __future__ import annotations
@@ -39,16 +44,22 @@ TOKENS = {  # provider-shaped canaries: each is searched for whole
 PLAIN = {name: f"CANARY-{_hex()}" for name in (
     "script hard-coded DB_PASSWORD", "script uncommitted API_SECRET", "script comment", "log prose password",
     "log prose token", "log mapping under credentials", "config mapping under credentials", "config key url password",
-    "registry auth password", "remote url token user",
+    "registry auth password", "remote url token user", "hmac key used as a key", "base64 docker config password",
 )}
 KEY_TOKEN = "ghp_" + "CANARYKEY" + uuid.uuid4().hex[:27]  # a secret used as a config key
 BRANCH_TOKEN = "hf_CANARYBRANCH" + _hex()
 AUTH_B64 = base64.b64encode(f"robot:{PLAIN['registry auth password']}".encode()).decode()
-SEARCHED = {**TOKENS, **PLAIN, "config key token": KEY_TOKEN, "branch token": BRANCH_TOKEN, "base64 registry auth": AUTH_B64}
+# issue 42: the whole config encoded, its registry's auth encoded inside it
+DOCKER_AUTH = base64.b64encode(f"robot:{PLAIN['base64 docker config password']}".encode()).decode()
+DOCKER_B64 = base64.b64encode(json.dumps({"auths": {"reg2.example": {"auth": DOCKER_AUTH}}}).encode()).decode()
+SEARCHED = {**TOKENS, **PLAIN, "config key token": KEY_TOKEN, "branch token": BRANCH_TOKEN, "base64 registry auth": AUTH_B64,
+            "base64 docker config": DOCKER_B64, "base64 docker config's auth": DOCKER_AUTH}
 
 TRAIN_PY = '''
 import json
+import os
 import torch
+import yaml
 import auditor
 
 DB_PASSWORD = "@DB@"  # the db password is @COMMENT@
@@ -64,8 +75,13 @@ with auditor.track(config="config.yaml", data={"train": auditor.generated(x=x.nu
         print("connecting: the token for the registry was @TOKEN@")
         print(json.dumps({"credentials": {"value": "@MAPPING@", "pin": 1234}, "epochs": 2}))
         print("tokens seen: @TOKENS@")
+        raw = json.loads(open("config.yaml").read())
+        print(json.dumps(raw))
+        print(yaml.safe_dump(raw))  # as OmegaConf.to_yaml prints a config: hmac_keys' entries on lines of their own
+        print("BUILD_SETTINGS=" + raw["build"]["registry_config"])
         print("LEAKTEST printed every secret", flush=True)
         raise ValueError("planted crash")
+    os.environ.get("BUILD_SETTINGS")  # a traced read: recorded by name and hash
     model = build_model()
     run.log_metrics({"loss": float(model(x).pow(2).mean())})
     run.save_weights(model.state_dict(), factory="train:build_model", input_example=x[:2])
@@ -79,7 +95,8 @@ def _project(tmp_path: Path) -> Path:
               .replace("@MAPPING@", PLAIN["log mapping under credentials"]).replace("@TOKENS@", " ".join(TOKENS.values())))
     config = {"seed": 7, "credentials": {"user": "app", "value": PLAIN["config mapping under credentials"], "pin": 4321},
               "mirrors": {f"https://robot:{PLAIN['config key url password']}@pypi.internal/simple": 1},
-              "deploy_tokens": {KEY_TOKEN: "ci"}, "registry": {"auths": {"reg.example": {"auth": AUTH_B64}}}}
+              "deploy_tokens": {KEY_TOKEN: "ci"}, "registry": {"auths": {"reg.example": {"auth": AUTH_B64}}},
+              "hmac_keys": {PLAIN["hmac key used as a key"]: "v1"}, "build": {"registry_config": DOCKER_B64}}
     project = init_repo(tmp_path / "proj", {"train.py": script, "config.yaml": json.dumps(config, indent=2) + "\n",
                                             ".gitignore": ".repro/\nmlruns/\nreports/\n"})
     origin = tmp_path / "origin.git"
@@ -126,7 +143,8 @@ def test_no_secret_in_the_script_copy_logs_json_or_provider_shapes(project_pytho
     project = _project(tmp_path)
     (project / ".repro").mkdir()
     shutil.copyfile(_mlflow_sqlite_template, project / ".repro" / "mlflow.db")
-    env = {**_clean_env(), "DOCKER_AUTH_CONFIG": json.dumps({"auths": {"reg.example": {"auth": AUTH_B64}}})}
+    env = {**_clean_env(), "DOCKER_AUTH_CONFIG": json.dumps({"auths": {"reg.example": {"auth": AUTH_B64}}}),
+           "BUILD_SETTINGS": DOCKER_B64}
     outputs: dict[str, str] = {}
     trained = _run(project_python, project, "train.py", env=env)
     outputs["training"] = trained.stdout + trained.stderr
@@ -138,10 +156,13 @@ def test_no_secret_in_the_script_copy_logs_json_or_provider_shapes(project_pytho
                "GIT_CONFIG_VALUE_0": f"https://{marker(PLAIN['remote url token user'])}@git.example/o/r.git"}
     for name, args in (("audit --json", ["audit", "models:/canaries2/1", "--json", "--date", "2026-01-01"]),
                        ("lineage --json", ["lineage", "show", "models:/canaries2/1", "--json"]),
-                       ("verify --json", ["evidence", "verify", "--json"])):
+                       ("verify --json", ["evidence", "verify", "--json"]),
+                       ("audit", ["audit", "models:/canaries2/1", "--date", "2026-01-02"]),
+                       ("lineage", ["lineage", "show", "models:/canaries2/1"])):
         done = _run(project_python, project, "-m", "auditor", *args, env=cli_env)
         outputs[f"{name} stdout"], outputs[f"{name} stderr"] = done.stdout, done.stderr
-        json.loads(done.stdout)  # every JSON output parses
+        if "--json" in name:
+            json.loads(done.stdout)  # every JSON output parses
 
     from mlflow import MlflowClient
 
@@ -164,6 +185,11 @@ def test_no_secret_in_the_script_copy_logs_json_or_provider_shapes(project_pytho
     print(audit["verdict"], audit["result"].get("error"), audit["result"]["tiers"])
     assert "LEAKTEST printed every secret" in audit["result"]["log_tail"]
     assert "<redacted:" in audit["result"]["log_tail"]
+    assert "BUILD_SETTINGS=<redacted:" in audit["result"]["log_tail"]  # the rebuild printed the encoded config
+    assert "\nhmac_keys:\n  <redacted:" in audit["result"]["log_tail"]  # and the config as YAML
+    lineage = json.loads(outputs["lineage --json stdout"])
+    print(json.dumps(lineage)[:2000])
+    assert "hmac_keys" in json.dumps(lineage) and "registry_config" in json.dumps(lineage)  # the config was recorded
     assert run.data.tags.get("mlflow.source.git.branch", "").startswith("deploy/")
     for name, where in leaks:
         print(f"LEAK {name!r} in {where}")
