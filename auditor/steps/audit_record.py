@@ -60,13 +60,17 @@ class _Audit:
 
 def _data_changed(record: RunRecord | None, exc: BaseException) -> list[Finding]:
     """A recorded snapshot whose bytes changed since registration: a blocking finding on its data input, naming the
-    files, so the data row (not the model file or a generator) carries the blame."""
+    files, so the data row (not the model file or a generator) carries the blame. A tabular file whose registered
+    bytes are still at hand says what changed in it (rows, columns, values: ``auditor.snapshots.changed``); any
+    other file is named by its hashes."""
     from auditor.errors import SnapshotCorrupt
+    from auditor.snapshots.changed import problems_text
 
     if record is None or not isinstance(exc, SnapshotCorrupt):
         return []
-    names = [name for name, ref in record.data.items() if ref.version == exc.snapshot_id] or ["?"]
-    files = "; ".join(str(p) for p in exc.problems[:10]) + (f"; … and {len(exc.problems) - 10} more" if len(exc.problems) > 10 else "")
+    refs = {name: ref for name, ref in record.data.items() if ref.version == exc.snapshot_id}
+    names = list(refs) or ["?"]
+    files = problems_text(exc.snapshot_id, next((ref.uri for ref in refs.values()), None), exc.problems)
     return [Finding(code="data.changed", path=f"data.{name}", severity="blocking",
                     message=f"the data changed: snapshot {exc.snapshot_id} of data input {name!r} no longer holds the bytes it was "
                             f"registered with ({files})",
