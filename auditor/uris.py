@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,18 +80,87 @@ def _bad(ref: str, why: str) -> BadInput:
     return BadInput(f"model reference {visible(ref)!r} {why}", hint=_FORMS)
 
 
-def _check_name(ref: str, name: str) -> str:
+def _named(hidden: list[str]) -> str:
+    return ", ".join(f"{_spelled(ch)} ({unicodedata.name(ch, 'a control character')})" for ch in hidden)
+
+
+def _name_fault(name: str) -> str | None:
+    """What makes ``name`` a model name the audit refuses, in words that follow "a model name"; None when it has none.
+
+    The one rule for model names: the name of every reference the CLI and the audit parse (``parse_ref``) and every
+    name registered (``registrable_name``) are held to it, so nothing is registered that could not then be audited."""
     if not name.strip():
-        raise _bad(ref, "has an empty model name")
+        return "that is empty"
     hidden = hidden_characters(name)
     if hidden:
-        named = ", ".join(f"{_spelled(ch)} ({unicodedata.name(ch, 'a control character')})" for ch in hidden)
-        raise BadInput(f"model reference {visible(ref)!r} has a model name holding {named}, which changes how the name "
-                       "is displayed: refused, so that what is shown is what is audited",
-                       hint="type the name without it; the CLI shows such a character as <U+XXXX>")
+        return f"holding {_named(hidden)}, which changes how the name is displayed"
     if ":" in name:
-        raise _bad(ref, f"has a model name {name!r} containing ':', which MLflow does not allow")
-    return name
+        return "containing ':', which MLflow does not allow"
+    return None
+
+
+def _check_name(ref: str, name: str) -> str:
+    fault = _name_fault(name)
+    if fault is None:
+        return name
+    if not name.strip():
+        raise _bad(ref, "has an empty model name")
+    if hidden_characters(name):
+        raise BadInput(f"model reference {visible(ref)!r} has a model name {fault}: refused, so that what is shown is "
+                       "what is audited", hint="type the name without it; the CLI shows such a character as <U+XXXX>")
+    raise _bad(ref, f"has a model name {name!r} {fault}")
+
+
+#: what a name may not hold for ``models:/NAME/VERSION`` to name a version of it: '/' ends the name, '@' starts an
+#: alias, '?' and '#' a query or a fragment (``parse_ref``)
+_REF_SYNTAX = {"/": "'/' ends the name in a reference (MLflow refuses it too)",
+               "@": "'@' starts an alias in a reference, so models:/NAME/VERSION could not name a version of it",
+               "?": "'?' starts a query in a reference, which the audit refuses",
+               "#": "'#' starts a fragment in a reference, which the audit refuses"}
+
+
+def registrable_name(name: str) -> str:
+    """The name a model version is registered under: ``name`` in Unicode's composed form (NFC), so that one name typed
+    on two keyboards is one model; ``BadInput`` (nothing registered) when the audit would refuse it.
+
+    Held to the rule every reference's name is held to (``_name_fault``: no bidi control, zero-width or other hidden
+    character, no ':', not empty), and to what ``models:/NAME/VERSION`` needs (no '/', '@', '?', '#'): a version
+    registered under a name the audit refuses could never be audited, and would be listed "never audited" for ever."""
+    if not isinstance(name, str):
+        raise BadInput(f"a model name must be a string, got {type(name).__name__}")
+    normal = unicodedata.normalize("NFC", name)
+    fault = _name_fault(normal)
+    if fault is None:
+        syntax = next((c for c in _REF_SYNTAX if c in normal), None)
+        fault = f"containing {syntax!r}: {_REF_SYNTAX[syntax]}" if syntax else None
+    if fault is not None:
+        raise BadInput(f"model name {visible(name)!r} is refused: a model name {fault}; nothing was registered",
+                       hint=_registrable_hint(normal))
+    parse_ref(model_uri(normal, 1))  # the audit's own parser has the last word (BadInput if it ever disagrees)
+    return normal
+
+
+def _registrable_hint(name: str) -> str:
+    hidden = hidden_characters(name)
+    clean = "".join("-" if ch in _REF_SYNTAX or ch == ":" else ch for ch in name if ch not in hidden).strip()
+    fix = f"register it as {clean!r}" if clean and clean != name.strip() else "name the model with visible characters"
+    why = "the audit refuses references to such a name, so a version registered under it could never be audited"
+    return f"{fix}: {why}"
+
+
+def name_skeleton(name: str) -> str:
+    """What a reader sees of a model name: compatibility-normalised (NFKC), case folded, runs of white space as one
+    space, stripped. Names with one skeleton are look-alikes: ``churn`` and ``Churn``, an ``é`` composed and
+    decomposed, fullwidth ``ｃｈｕｒｎ``, a no-break space. (Letters of other scripts that look alike, a Cyrillic
+    ``а`` for a Latin ``a``, are not mapped: that needs Unicode's confusables table.)"""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return " ".join(folded.split())
+
+
+def look_alikes(name: str, names: Iterable[str]) -> list[str]:
+    """The names among ``names``, other than ``name`` itself, that look like it (one ``name_skeleton``), sorted."""
+    skeleton = name_skeleton(name)
+    return sorted({n for n in names if n != name and name_skeleton(n) == skeleton})
 
 
 def parse_ref(ref: str) -> ModelRef:

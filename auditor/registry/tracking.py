@@ -37,7 +37,7 @@ from auditor.tags import (
     WEIGHTS_ARTIFACT,
     WEIGHTS_DIR,
 )
-from auditor.uris import run_artifact_uri
+from auditor.uris import look_alikes, registrable_name, run_artifact_uri
 
 # MLflow's limits (mlflow/utils/validation.py): a batch holds 100 params, a param
 # value 6,000 characters, a run tag 8,000 (key characters: layout.safe_key).
@@ -284,10 +284,24 @@ def _redacted_copy(script: Path, folder: Path) -> Path:
     return target
 
 
+def look_alike_names(client: Any, uri: str, name: str) -> list[str]:
+    """The registered models whose names look like ``name`` but are not it (``auditor.uris.look_alikes``: another case,
+    another Unicode form, fullwidth letters): MLflow keeps each as a model of its own. Every name is listed, in pages."""
+    from auditor.registry.mlflow import MODEL_PAGE, _pages
+
+    with mlflow_errors("listing registered models", uri):
+        names = [m.name for m in _pages(client.search_registered_models, max_results=MODEL_PAGE)]
+    return look_alikes(name, names)
+
+
 def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:
-    """Create the next version of ``name`` from ``run_id``, tagged with the record digest; returns the version."""
+    """Create the next version of ``name`` from ``run_id``, tagged with the record digest; returns the version.
+
+    ``name`` is held to the audit's rule and registered in NFC (``auditor.uris.registrable_name``; the SDK's
+    ``register_model`` has applied it already, and says so): nothing is written under a name the audit refuses."""
     from mlflow.exceptions import MlflowException
 
+    name = registrable_name(name)
     with mlflow_errors(f"registered model {name!r}", uri):
         try:
             client.create_registered_model(name)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from auditor.errors import BadInput, LineageIncomplete
@@ -12,6 +14,8 @@ from auditor.sdk.env import rebuild_mode
 from auditor.sdk.run import Run
 from auditor.tags import RECORD_ARTIFACT
 
+log = logging.getLogger(__name__)
+
 
 def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None) -> str | None:
     """Register ``run`` as the next version of model ``name``; returns the version number.
@@ -20,20 +24,25 @@ def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None
     which case nothing is registered. ``run`` is the handle ``track`` yielded
     (after its block ended) or a run id logged by ``track``. In rebuild mode it
     does nothing and returns None: an audit never registers.
+
+    ``name`` is held to the audit's rule for model names first (``auditor.uris.registrable_name``): a name the audit
+    would refuse (a bidi control such as U+202E, ':', '@' …) is ``BadInput`` and nothing is registered; the name is
+    registered in Unicode's composed form (NFC), and a registered name that looks like it (another case, the
+    decomposed form, fullwidth letters) is warned about, on stderr and in the log.
     """
     from auditor.lineage.gate import blocking, check
     from auditor.registry import tracking
+    from auditor.uris import registrable_name
 
+    if (run.rebuild if isinstance(run, Run) else rebuild_mode()):
+        return None
+    given, name = name, registrable_name(name)
     if isinstance(run, Run):
-        if run.rebuild:
-            return None
         _check_ended(run)
         assert run._session is not None  # a finished training run has its MLflow session
         record, diff, run_id = run.record, run.diff, run.run_id or ""
         client, uri = run._session.client, run._session.uri
     else:
-        if rebuild_mode():
-            return None
         from auditor.registry.mlflow import MlflowRegistry
 
         uri = tracking.tracking_uri(tracking_uri)
@@ -44,18 +53,40 @@ def register_model(run: Run | str, name: str, *, tracking_uri: str | None = None
     found = blocking(findings)
     if found:
         raise LineageIncomplete(found, subject=f"run {run_id} (not registered as {name!r})")
+    alikes = tracking.look_alike_names(client, uri, name)
+    if alikes:
+        log.warning("model name %s looks like registered model(s) %s: one name on screen, %d models in MLflow",
+                    _shown(name), ", ".join(_shown(n) for n in alikes), len(alikes) + 1)
     version = tracking.register(client, uri, run_id, name, record)
-    announce(name, version, run_id, [f for f in findings if not f.blocking])
+    announce(name, version, run_id, [f for f in findings if not f.blocking], given=given, look_alikes=alikes)
     return version
 
 
-def announce(name: str, version: str | None, run_id: str, warnings: list[Finding], *, stream: TextIO | None = None) -> None:
-    """Say what was registered and every warning the gate computed, by name and with its fix (on stderr, redacted)."""
+def _shown(name: str) -> str:
+    """A name as a reader can tell it apart: hidden characters written out, and its code points when not ASCII."""
+    from auditor.uris import visible
+
+    return repr(visible(name)) if name.isascii() else f"{visible(name)!r} ({ascii(name)})"
+
+
+def announce(name: str, version: str | None, run_id: str, warnings: list[Finding], *, stream: TextIO | None = None,
+             given: str | None = None, look_alikes: Sequence[str] = ()) -> None:
+    """Say what was registered and every warning the gate computed, by name and with its fix (on stderr, redacted);
+    ``given``: the name as the caller spelled it (said when NFC changed it); ``look_alikes``: registered names that
+    look like ``name``."""
     from auditor.lineage.redact import redact_text
     from auditor.uris import model_uri, visible
 
     out = stream or sys.stderr
     lines = [f"repro-audit: registered {visible(model_uri(name, str(version)))} (run {run_id})"]
+    if given is not None and given != name:
+        lines.append(f"repro-audit: the name was given as {ascii(given)} and is registered in Unicode's composed form "
+                     f"(NFC) as {ascii(name)}: one spelling for one name")
+    if look_alikes:
+        lines.append(f"repro-audit: warning: {_shown(name)} looks like registered model(s) "
+                     f"{', '.join(_shown(n) for n in look_alikes)}: one name on screen, {len(look_alikes) + 1} models in "
+                     "MLflow\n      fix: if they are one model, register its versions under the existing name; if not, "
+                     "give this one a name that reads differently")
     if warnings:
         lines.append(f"repro-audit: {len(warnings)} warning(s) from the lineage gate (registered anyway; each lowers what an audit can prove):")
         lines += [f"  - {f.code} ({f.path}): {f.message}\n      fix: {f.hint}" for f in warnings]

@@ -23,8 +23,8 @@ is one small function below; nothing here deletes or changes anything.
 Two things are said but never counted against the check (``at_risk``, what ``retention check`` exits 1 on): a local
 folder store (the snapshot or reports store) while the settings ask for no write-once store
 (``REPRO_REQUIRE_OBJECT_LOCK`` false, the embedded default of ``make demo``): the item stays ``at risk`` and says
-it is ``declared`` local; and a version registered without a run record: nothing of its training was recorded, so
-no record is lost (its row's ``note`` says so; its audit already says it cannot be reproduced).
+it is ``declared`` local; and a version registered without a run record: no record is lost (its row's ``note`` says
+so). Its inputs are read as adoption reads them (``adopted_items``): a Delta table MLflow logged at a version, etc.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def run_items(info: Any, record_error: str | None, now: dt.datetime) -> list[dic
     items = []
     if record_error:
         items.append(_item("run record", f"run {info.run_id}", LOST, record_error,
-                           fix="re-register the version from a run that holds its record"))
+                           fix="restore the run's record from a backup of the MLflow artifact store (the digest registered "
+                               "with the version tells the original from an edit); the evidence its audits published stands"))
     if info.run_deleted:
         items.append(_item("run", f"run {info.run_id}", AT_RISK,
                            f"run {info.run_id} is soft-deleted: the next `mlflow gc` purges its record and weights",
@@ -87,16 +88,15 @@ def run_items(info: Any, record_error: str | None, now: dt.datetime) -> list[dic
 # -- data snapshots -------------------------------------------------------------------------------
 
 
-def _source_missing(entries: Iterable[Any]) -> list[str]:
-    """The referenced source files or object versions of a manifest that no longer exist (a stat/HEAD each)."""
+def _missing(sources: Iterable[dict[str, Any]]) -> list[str]:
+    """The sources (a manifest entry's ``{"uri": file://… or s3://…, "version_id": …}``) that no longer exist (a stat/HEAD each)."""
     from pathlib import Path
 
     from auditor.snapshots.reference import split_s3
     from auditor.storage.s3 import S3Store, error_code
 
     missing, stores = [], {}
-    for entry in entries:
-        source = entry.source or {}
+    for source in sources:
         uri = str(source.get("uri", ""))
         if uri.startswith("file://"):
             if not Path(uri.removeprefix("file://")).exists():
@@ -116,11 +116,15 @@ def _source_missing(entries: Iterable[Any]) -> list[str]:
 
 
 def _delta(manifest: Any, where: str, horizon: dt.datetime) -> dict[str, Any]:
+    table, version = str(manifest.origin.get("table")), int(manifest.origin.get("version", -1))
+    return _delta_status(table, version, _missing(e.source for e in manifest.files if e.source), where, horizon)
+
+
+def _delta_status(table: str, version: int, missing: list[str], where: str, horizon: dt.datetime) -> dict[str, Any]:
+    """Lost when files of the pinned version are gone, else when the table's retention lets vacuum take them."""
     from auditor.snapshots.delta import delta_retention
 
-    table, version = str(manifest.origin.get("table")), int(manifest.origin.get("version", -1))
     guard = delta_retention(table, version)
-    missing = _source_missing(e for e in manifest.files if e.source)
     days = guard.file_retention.days
     if missing:
         return _item("delta", where, LOST,
@@ -136,6 +140,29 @@ def _delta(manifest: Any, where: str, horizon: dt.datetime) -> dict[str, Any]:
                  f"{table} version {version}: files removed by later commits may be vacuumed from "
                  f"{_iso(guard.safe_until)} (delta.deletedFileRetentionDuration = {days} days)", until=guard.safe_until,
                  fix=f"raise delta.deletedFileRetentionDuration on {table}, or snapshot the data into the snapshot store")
+
+
+def delta_table_item(what: str, table: str, version: int, horizon: dt.datetime) -> dict[str, Any]:
+    """A Delta table read at ``version`` with no snapshot of ours (what an adopted version's run logged with
+    ``mlflow.log_input``): the data files that version lists, each stat'ed or HEAD'ed, then the table's retention.
+    Lost when one is gone (vacuumed) or the version no longer opens; unknown when the table itself cannot be read."""
+    import os
+
+    from auditor.errors import NotFound
+    from auditor.snapshots.delta import _open, _storage_options, table_root
+
+    root = table_root(table)
+    options = _storage_options(root, None)
+    where = f"{table} @ version {version}"
+    _open(table, root, None, options)  # the table as it is now; NotFound here is an unknown item (_guarded)
+    try:
+        pinned = _open(table, root, version, options)
+    except NotFound as exc:
+        return _item(what, where, LOST, f"{table} no longer opens at version {version} (its log was cleaned after "
+                     f"delta.logRetentionDuration): {exc}", fix="restore the table's log and files from a backup, or treat the "
+                     "version as unreproducible")
+    files = [u if "://" in u else "file://" + os.path.abspath(u) for u in pinned.file_uris()]
+    return {**_delta_status(table, version, _missing({"uri": u} for u in files), where, horizon), "input": what}
 
 
 def _iceberg(manifest: Any, where: str, horizon: dt.datetime) -> dict[str, Any]:
@@ -211,7 +238,7 @@ def _s3_objects(kind: str, manifest: Any, where: str, horizon: dt.datetime) -> d
     from auditor.storage.s3 import S3Store
 
     referenced = [e for e in manifest.files if e.source and str(e.source.get("uri", "")).startswith("s3://")]
-    missing = _source_missing(referenced)
+    missing = _missing(e.source for e in referenced)
     if missing:
         return _item(kind, where, LOST, f"{len(missing)} object version(s) are gone, e.g. {missing[0]}",
                      fix="restore the versions from a backup, or treat the version as unreproducible")
@@ -370,14 +397,19 @@ def _guarded(what: str, where: str, call: Any) -> list[dict[str, Any]]:
     """Run one reading; an outage or an unreadable source is an ``unknown`` item, never a crash of the whole check."""
     try:
         found = call()
-    except InfrastructureError as exc:
-        return [_item(what, where, UNKNOWN, f"{exc} (checked again next time)")]
-    except (ReproError, OSError) as exc:
-        return [_item(what, where, UNKNOWN, f"cannot be read: {exc}")]
-    except Exception as exc:  # a backend library's own error (pyiceberg, deltalake, boto3): named, not a crash
-        log.warning("retention check: %s %s: %s", what, where, exc)
-        return [_item(what, where, UNKNOWN, f"cannot be read: {type(exc).__name__}: {exc}")]
+    except Exception as exc:  # noqa: BLE001 - each kind is worded by _unreadable
+        return [_unreadable(what, where, exc)]
     return [i for i in (found if isinstance(found, list) else [found]) if i]
+
+
+def _unreadable(what: str, where: str, exc: Exception) -> dict[str, Any]:
+    if isinstance(exc, InfrastructureError):
+        return _item(what, where, UNKNOWN, f"{exc} (checked again next time)")
+    if isinstance(exc, (ReproError, OSError)):
+        return _item(what, where, UNKNOWN, f"cannot be read: {exc}")
+    # a backend library's own error (pyiceberg, deltalake, boto3, mlflow): named, not a crash
+    log.warning("retention check: %s %s: %s", what, where, exc)
+    return _item(what, where, UNKNOWN, f"cannot be read: {type(exc).__name__}: {exc}")
 
 
 def _record(session: Any, info: Any) -> tuple[Any, Any, str | None, str | None]:
@@ -397,10 +429,75 @@ def _record(session: Any, info: Any) -> tuple[Any, Any, str | None, str | None]:
             return info, None, None, (f"registered without a run record ({exc.why}): no training input was recorded, so "
                                       "none can be kept or lost; its audit says it cannot be reproduced "
                                       "(repro-audit adopt assesses it)")
-        return info, None, str(exc), None
+        return info, None, _said(exc), None
     except ReproError as exc:
-        return info, None, str(exc), None
+        return info, None, _said(exc), None
     return info, record, None, None
+
+
+def _said(exc: ReproError) -> str:
+    """What went wrong, without the error's own hint: the item's fix says what retention can do about it."""
+    text = str(exc)
+    return text.removesuffix(f" ({exc.hint})") if exc.hint else text
+
+
+# -- a version registered without a run record: its inputs as adoption reads them ---------------------------------
+
+
+def _dataset_item(ref: str, d: Any, row: Any, horizon: dt.datetime) -> dict[str, Any] | None:
+    """One dataset an adopted version's run logged (``mlflow.log_input``), with adoption's reading of it (``row``: its
+    class and what it names); None for a frame built in code (MLflow recorded no source: nothing to keep or lose)."""
+    import re
+    from types import SimpleNamespace
+
+    from auditor.digests import SNAPSHOT_ID
+    from auditor.lineage.gather import parse_data_ref
+
+    what, kind, src = row.path, (d.source_type or "").lower(), dict(d.source)
+    uri = str(src.get("uri") or src.get("url") or src.get("path") or "")
+    s3_version = re.search(r"[?&]versionId=([^&]+)", uri) if uri.startswith("s3://") else None
+    if row.klass == "pinned" and kind in ("delta", "delta_table"):
+        table = str(src.get("path") or src.get("delta_table_name") or "")
+        return delta_table_item(f"{what} (delta)", table, int(src["delta_table_version"]), horizon)
+    if row.klass == "pinned" and SNAPSHOT_ID.search(uri):
+        return data_item(what.removeprefix("data."), parse_data_ref(f"x={uri}")[1], horizon)
+    if row.klass == "pinned" and s3_version:
+        files = [SimpleNamespace(source={"uri": uri.partition("?")[0], "version_id": s3_version.group(1)})]
+        return _s3_objects(f"{what} (s3)", SimpleNamespace(files=files), uri, horizon)
+    if kind == "code" and not uri:
+        return None
+    return _item(what, uri or row.identifier, AT_RISK, f"{row.identifier}: {row.why}; nothing keeps its bytes",
+                 fix=f"if it still holds what trained {ref}, snapshot it (repro-audit snapshot create) and attach the "
+                     f"snapshot (repro-audit adopt {ref} --data {what.removeprefix('data.')}=STORE@ID)")
+
+
+def adopted_items(session: Any, info: Any, horizon: dt.datetime) -> tuple[list[dict[str, Any]], str]:
+    """(items, note) of a version registered without a run record, its inputs as adoption reads them (``repro-audit
+    adopt``): the record its owner supplied after training where there is one, else what its MLflow run logged."""
+    from auditor.adopt.rules import RULES, image_ref
+    from auditor.digests import is_digest_ref
+    from auditor.lineage.gather import parse_data_ref
+    from auditor.steps.adopt import _reader, _supplied
+
+    reader = _reader(session)
+    reader.read_files = False  # the model's files are not an input: metadata is enough
+    meta = _supplied(session, reader.read(info.name, str(info.version))[0])
+    items: list[dict[str, Any]] = []
+    supplied = meta.supplied
+    if supplied is not None and supplied.data:
+        for name, ref in sorted(supplied.data.items()):
+            items += _guarded(f"data.{name}", ref, lambda name=name, ref=ref: data_item(name, parse_data_ref(f"{name}={ref}")[1], horizon))
+    elif meta.datasets:
+        for d, row in zip(meta.datasets, RULES["data"](meta), strict=True):
+            items += _guarded(row.path, str(dict(d.source)), lambda d=d, row=row: _dataset_item(info.ref, d, row, horizon))
+    image = (supplied.image if supplied is not None else None) or image_ref(meta)
+    if image and is_digest_ref(image):
+        items += _guarded("image", image, lambda: image_item(image, image.partition("@")[2]))
+    by = f", and the record supplied after training by {supplied.by} on {supplied.at}" if supplied is not None else ""
+    frames = sum(1 for d in meta.datasets if (d.source_type or "").lower() == "code" and not (supplied and supplied.data))
+    return items, ("registered without a run record: its inputs are read as adoption reads them, from what its MLflow run "
+                   f"logged{by}" + (f"; {frames} frame(s) built in code name no source, so nothing of them can be kept"
+                                    if frames else ""))
 
 
 def declare_local(items: list[dict[str, Any]], *, require_lock: bool) -> list[dict[str, Any]]:
@@ -416,6 +513,27 @@ def declare_local(items: list[dict[str, Any]], *, require_lock: bool) -> list[di
     return items
 
 
+def _inputs(session: Any, info: Any, record: Any, note: str | None, horizon: dt.datetime) -> tuple[list[dict[str, Any]], str | None]:
+    """(items, note): the data snapshots and the image a run record names; for a version registered without one, its
+    inputs as adoption reads them from MLflow (not in the in-memory test registry, which logs no datasets)."""
+    from auditor.registry.open import registry_scheme
+
+    if record is None:
+        if registry_scheme(str(session.settings.tracking_uri or "")) == "memory":
+            return [], note
+        try:
+            return adopted_items(session, info, horizon)
+        except Exception as exc:  # noqa: BLE001 - worded by _unreadable, like every other reading
+            return [_unreadable("inputs", info.ref, exc)], note
+    items = []
+    for name, ref in sorted(record.data.items()):
+        items += _guarded(f"data.{name}", ref.uri, lambda name=name, ref=ref: data_item(name, ref, horizon))
+    env = record.environment
+    if env is not None and env.image_digest:
+        items += _guarded("image", env.image_ref or env.image_digest, lambda: image_item(env.image_ref, env.image_digest))
+    return items, note
+
+
 def retention_check(session: Any, *, years: int | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
     """Every production or audited version's inputs, each with its status and the date it may stop existing."""
     from auditor.lineage.redact import redact_text
@@ -428,12 +546,9 @@ def retention_check(session: Any, *, years: int | None = None, now: dt.datetime 
     for info, production, entry in _versions(session, latest):
         info, record, record_error, note = _record(session, info)
         items = run_items(info, record_error, now)
-        if record is not None:
-            for name, ref in sorted(record.data.items()):
-                items += _guarded(f"data.{name}", ref.uri, lambda name=name, ref=ref: data_item(name, ref, horizon))
-            env = record.environment
-            if env is not None and env.image_digest:
-                items += _guarded("image", env.image_ref or env.image_digest, lambda env=env: image_item(env.image_ref, env.image_digest))
+        if record_error is None:
+            inputs, note = _inputs(session, info, record, note, horizon)
+            items += inputs
         if entry is not None:
             written = parse_when(entry.get("date"))
             key = (entry.get("report") or {}).get("key")
