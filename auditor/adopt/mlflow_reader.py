@@ -1,8 +1,10 @@
 """What MLflow holds about registered versions, read at the edge and handed to the pure rules as ``Metadata``.
 
 Reads only metadata and small text files: the version, its run's tags, params and logged datasets, and from the
-model's artifacts ``MLmodel``, ``requirements.txt``, ``python_env.yaml`` and ``conda.yaml``. The model itself is
-never loaded here (a plain-MLflow model is usually a pickle: loading one executes code).
+model's artifacts ``MLmodel``, ``requirements.txt``, ``python_env.yaml`` and ``conda.yaml``; and, where a run logged
+autolog's own training frame beside a Delta table at a version, that table's rows at that version, to verify the frame
+(``auditor.adopt.frames``). The model itself is never loaded here (a plain-MLflow model is usually a pickle: loading one
+executes code).
 
 Many versions at once: one ``search_model_versions`` listing in pages, one ``search_runs`` per chunk of run ids
 (FACTS.md: 500 runs in 0.36 s that way, against 1.9 ms a call one by one), and the environment files read
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from auditor.adopt.frames import FrameCheck
 from auditor.adopt.rules import Dataset, Metadata
 from auditor.tags import MLFLOW_DATASET_CONTEXT
 from auditor.uris import run_artifact_path
@@ -44,6 +47,7 @@ class MlflowReader:
         self.uri = tracking_uri
         self.client = client or _client(tracking_uri, registry_uri)
         self.read_files = read_files
+        self.frames = FrameCheck()  # autolog's frames checked against the run's Delta inputs (``auditor.adopt.frames``)
         self._seen: dict[str, tuple[dict[str, str], dict[str, Any]]] = {}
 
     # -- listing -----------------------------------------------------------------------------
@@ -125,9 +129,10 @@ class MlflowReader:
         metrics = dict(run.data.metrics) if run is not None else {}
         datasets = tuple(_datasets(run)) if run is not None else ()
         files, mlmodel = self._files(mv, run) if self.read_files else ({}, {})
-        return Metadata(name=mv.name, version=str(mv.version), run_id=mv.run_id or None, run_found=run is not None,
+        meta = Metadata(name=mv.name, version=str(mv.version), run_id=mv.run_id or None, run_found=run is not None,
                         source=mv.source, version_tags=dict(mv.tags or {}), tags=tags, params=params, metrics=metrics, datasets=datasets,
                         env_files=files, mlmodel=mlmodel)
+        return self.frames.verify(meta) if self.read_files else meta  # reading data is reading files: not on the fast path
 
     def _location(self, mv: Any, run: Any) -> str | None:
         """Where the version's model files lie: its source when that is a folder, else MLflow's own answer."""
@@ -180,7 +185,8 @@ def _datasets(run: Any) -> Iterator[Dataset]:
             source = {"uri": str(d.source)}
         context = next((t.value for t in di.tags or [] if t.key == MLFLOW_DATASET_CONTEXT), "")
         yield Dataset(name=d.name or "", digest=d.digest or "", source_type=d.source_type or "",
-                      source=source if isinstance(source, dict) else {"uri": str(source)}, context=context)
+                      source=source if isinstance(source, dict) else {"uri": str(source)}, context=context,
+                      schema=str(getattr(d, "schema", "") or ""))
 
 
 def _local(location: str) -> Path | None:

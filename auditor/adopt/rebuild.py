@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.adopt.rules import PINNED, Metadata, Row, seed_params
+from auditor.adopt.rules import PINNED, Metadata, Row, delta_version, seed_params
 from auditor.judge.result import TierResult
 from auditor.outcomes import Verdict
 from auditor.tags import MLFLOW_GIT_COMMIT, MLFLOW_GIT_REPO_URL, MLFLOW_SOURCE_NAME
@@ -86,7 +86,7 @@ def flavour_of(mlmodel: Mapping[str, Any]) -> tuple[str, str]:
 
 def plan(meta: Metadata, rows: list[Row], *, ref: str) -> Plan:
     """The rebuild of ``meta`` if its lineage allows one; else a ``Plan`` whose ``blockers`` say which input and why."""
-    blockers = [f"{r.path} is {r.klass}: {r.identifier} (fix: {r.fix})" for r in rows
+    blockers = [f"{r.path} is {r.klass}: {r.identifier} ({r.why}; fix: {r.fix})" for r in rows
                 if r.section in REQUIRED and r.klass != PINNED]
     if meta.supplied is not None:
         blockers.append("a record supplied after training is attached: the rebuild reads only what MLflow recorded")
@@ -98,13 +98,8 @@ def plan(meta: Metadata, rows: list[Row], *, ref: str) -> Plan:
     if not flavour:
         shown = ", ".join(sorted(meta.mlmodel.get("flavors") or {})) or "none"
         blockers.append(f"model: MLmodel names no flavour the sandbox can load (found: {shown}; known: {', '.join(FLAVOURS)})")
-    delta = []
-    for d in meta.datasets:
-        kind = (d.source_type or "").lower()
-        version = d.source.get("delta_table_version")
-        if kind in ("delta", "delta_table") and version is not None and str(version).lstrip("+-").isdigit():
-            table = str(d.source.get("path") or d.source.get("delta_table_name") or "")
-            delta.append(DeltaInput(name=d.name or d.context or "input", table=table, version=int(version)))
+    delta = [DeltaInput(name=d.name or d.context or "input", table=at[0], version=at[1])
+             for d in meta.datasets if (at := delta_version(d)) is not None]
     pins = requirements(meta.env_files.get("requirements.txt", ""))
     seeds = seed_params(meta.params)
     assumptions = [
@@ -122,7 +117,11 @@ def plan(meta: Metadata, rows: list[Row], *, ref: str) -> Plan:
         assumptions.append(f"dataset {d.name}: the entry point reads Delta table {d.table} at version {d.version} itself, "
                            "as the logged dataset says; the rebuild checks that version is still readable")
     others = [d for d in meta.datasets if not any(x.name == (d.name or d.context or "input") for x in delta)]
-    for d in others:
+    for d in (d for d in others if d.verified):
+        assumptions.append(f"dataset {d.name or d.context}: the frame autolog logged is taken as the rows of {d.verified}, "
+                           "which give its digest (MLflow's digest covers the first 10,000 rows, the row count and the "
+                           "column names)")
+    for d in (d for d in others if not d.verified):
         assumptions.append(f"dataset {d.name or d.context}: pinned by MLflow's metadata but not checked before the rebuild "
                            "(only a Delta version is)")
     return Plan(ref=ref, commit=commit, repo_url=repo_url, entry=entry, flavour=flavour, model_file=model_file,
@@ -161,12 +160,91 @@ def _metrics_recomputed(recovery: TierResult, plan: Plan, found: Mapping[str, An
     return recovery.model_copy(update={"status": "fail", "summary": summary, "details": [summary, *lines[1:], *notes]})
 
 
+# -- the scores (issue 42, build 3): what the model outputs, not only its labels -----------------------------------
+#: the order a decision is read from: the first score both models were compared on (``sandbox_compare.SCORE_ORDER``)
+SCORE_ORDER = ("predict_proba", "decision_function", "raw margin", "forward", "predict")
+#: the margin named in a summary: how many rows' scores differ by more than this
+NAMED_MARGIN = "0.05"
+
+
+def _score_name(c: Mapping[str, Any]) -> str:
+    column = c.get("column")
+    return f"{c.get('score')} {column}" if column else str(c.get("score"))
+
+
+def _cutoff_line(c: Mapping[str, Any]) -> str:
+    cut = c.get("cutoffs") or []
+    shown = "; ".join(f"{x['cutoff']:g}: {x['flips']}" for x in cut)
+    return f"decisions flipped at each cut-off of {_score_name(c)} (score >= cut-off): {shown}" if cut else ""
+
+
+def _score_line(c: Mapping[str, Any], rows: Any) -> str:
+    """One score's difference in words: by how much, on how many rows, and the decisions it flips at its worst cut-off."""
+    if c.get("problem"):
+        return f"{_score_name(c)}: {c['problem']}"
+    if c.get("max_abs") is None:
+        return f"{_score_name(c)}: {c.get('differing')} of {rows} row(s) differ"
+    over = (c.get("over") or {}).get(NAMED_MARGIN)
+    line = (f"{_score_name(c)}: max |difference| {c['max_abs']:.4g}, {c.get('differing')} of {rows} row(s) beyond float "
+            f"resolution" + (f", {over} by more than {NAMED_MARGIN}" if over is not None else ""))
+    worst = max(c.get("cutoffs") or [], key=lambda x: x["flips"], default=None)
+    return line + (f"; {worst['flips']} decision(s) flip at cut-off {worst['cutoff']:g}" if worst and worst["flips"] else "")
+
+
+def _statistical(plan: Plan, pred: Mapping[str, Any]) -> TierResult:
+    """The statistical tier: every score the flavour exposes, compared row by row in the sandbox. Any score beyond float
+    resolution fails it, named with the rows it moves and the decisions it flips at the model's own threshold (its
+    ``predict()``) and at each cut-off."""
+    rows, same, where = pred.get("rows"), pred.get("identical"), pred.get("data") or "(no data)"
+    compared = [c for c in pred.get("scores") or [] if isinstance(c, Mapping)]
+    names = ", ".join(_score_name(c) for c in compared) or "predict"
+    head = (f"scores ({names}) of both models on {rows} row(s) of {where}, each loaded by mlflow.{plan.flavour}.load_model "
+            "in the sandbox")
+    if same is None:
+        return TierResult(name="statistical", status="skipped", summary=f"{head}: not compared")
+    if same:
+        return TierResult(name="statistical", status="pass", summary=f"{head}: identical within float resolution")
+    differ = [c for c in compared if not c.get("within_resolution")] or [dict(pred, score="predict")]
+    labels = pred.get("differing")
+    first = next((c for name in SCORE_ORDER for c in differ if c.get("score") == name), differ[0])
+    own = (f"{labels if labels is not None else 'no'} decision(s) flip at the model's own threshold (its predict())"
+           if pred.get("classifier", True) else "no threshold of its own (not a classifier): see the cut-offs")
+    summary = f"{head}: scores differ beyond float resolution; {_score_line(first, rows)}; {own}"
+    details = [_score_line(c, rows) for c in differ] + [line for c in differ if (line := _cutoff_line(c))]
+    return TierResult(name="statistical", status="fail", summary=summary, details=details)
+
+
+def evidence_lines(found: Mapping[str, Any]) -> dict[str, str]:
+    """The comparison as the report's prediction lines (``predictions.*``, as an audit's): the rows scored, the decisions
+    the model's own threshold flips, the largest score differences, and the flips at each cut-off."""
+    pred = found.get("predictions") or {}
+    compared = [c for c in pred.get("scores") or [] if isinstance(c, Mapping)]
+    if not pred or not pred.get("rows"):
+        return {}
+    rows = int(pred["rows"])
+    lines = {"predictions": f"{rows} rows of {pred.get('data')} scored by both models in the sandbox "
+                            f"({', '.join(_score_name(c) for c in compared) or 'predict'})"}
+    flips = pred.get("differing")
+    if flips is not None and pred.get("classifier", True):
+        lines.update({"predictions.threshold": "the model's own (its predict())", "predictions.flips": str(flips),
+                      "predictions.decision_flip_rate": repr(int(flips) / rows)})
+    primary = next((c for name in SCORE_ORDER for c in compared if c.get("score") == name and c.get("max_abs") is not None), None)
+    raw = next((c for c in compared if c.get("score") in ("decision_function", "raw margin") and c.get("max_abs") is not None), None)
+    lines["predictions.max_abs_score"] = repr(primary["max_abs"]) if primary else "not compared"
+    lines["predictions.max_abs_raw_score"] = repr(raw["max_abs"]) if raw else "not exposed"
+    cut = next((line for c in compared if (line := _cutoff_line(c))), "")
+    if cut:
+        lines["predictions.cutoffs"] = cut
+    return lines
+
+
 def judge(plan: Plan, found: Mapping[str, Any], *, registered_sha256: str | None,
           rebuilt_sha256: str | None) -> tuple[Verdict, dict[str, TierResult], list[str]]:
     """The verdict, tiers and findings' lines from the sandbox's answer (``sandbox_compare``'s JSON) and the file digests.
 
-    Identical predictions and identical model-file bytes: REPRODUCED_BITWISE. Identical predictions, other bytes:
-    REPRODUCED_WITHIN_TOLERANCE (the tolerance is zero on predictions). Other predictions: OUT_OF_TOLERANCE.
+    Every score within float resolution and identical model-file bytes: REPRODUCED_BITWISE. The same scores, other
+    bytes: REPRODUCED_WITHIN_TOLERANCE (the tolerance is float resolution on every score). Any score beyond it, or other
+    labels: OUT_OF_TOLERANCE, the difference and the decisions it flips named (``_statistical``).
     """
     problems: list[str] = []
     rebuilt_params = found.get("rebuilt_params") or {}
@@ -178,14 +256,9 @@ def judge(plan: Plan, found: Mapping[str, Any], *, registered_sha256: str | None
     if missing and rebuilt_params:
         problems.append(f"the rebuilt run did not log {len(missing)} registered parameter(s): {', '.join(missing[:10])}")
     pred = found.get("predictions") or {}
-    rows, same = pred.get("rows"), pred.get("identical")
-    where = pred.get("data") or "(no data)"
+    same = pred.get("identical")
     bitwise = bool(registered_sha256) and registered_sha256 == rebuilt_sha256
-    statistical = TierResult(
-        name="statistical", status="pass" if same else ("fail" if same is False else "skipped"),
-        summary=(f"predictions of both models on {rows} row(s) of {where}, each loaded by mlflow.{plan.flavour}.load_model "
-                 f"in the sandbox: {'identical' if same else 'different' if same is False else 'not compared'}"),
-        details=[] if same in (True, None) else [f"max |difference| {pred.get('max_abs')}, {pred.get('differing')} row(s) differ"])
+    statistical = _statistical(plan, pred)
     bits = TierResult(
         name="bitwise", status="pass" if bitwise else ("fail" if registered_sha256 and rebuilt_sha256 else "skipped"),
         summary=(f"model file {plan.model_file or '(none named)'}: registered {registered_sha256 or '(not hashed)'}, "

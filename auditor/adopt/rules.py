@@ -75,6 +75,11 @@ class Dataset:
     source_type: str = ""
     source: Mapping[str, Any] = field(default_factory=dict)
     context: str = ""
+    schema: str = ""  # MLflow's logged schema (JSON): a frame's column names, an array's shapes
+    #: a frame built in code whose rows were verified against a pinned input of the same run (``auditor.adopt.frames``):
+    #: what it was verified against; ``unverified``: why it could not be
+    verified: str = ""
+    unverified: str = ""
 
 
 @dataclass(frozen=True)
@@ -119,10 +124,11 @@ class Row:
     identifier: str
     why: str
     supplied_by: str | None = None
+    hint: str = ""  # a fix more precise than the table's (an autolog frame's)
 
     @property
     def fix(self) -> str:
-        return "" if self.klass == PINNED else FIXES[(self.section, self.klass)]
+        return "" if self.klass == PINNED else (self.hint or FIXES[(self.section, self.klass)])
 
 
 def worst(rows: list[Row]) -> str:
@@ -151,7 +157,7 @@ def _code(m: Metadata) -> list[Row]:
                 "MLflow does not record whether the tree was clean: uncommitted changes may have trained it")]
 
 
-def _dataset(d: Dataset) -> Row:
+def _dataset(d: Dataset, beside: tuple[Dataset, ...] = ()) -> Row:
     label = d.name or d.context or "dataset"
     path = f"data.{d.name or d.context or 'input'}"
     weak = _WEAK_DIGEST.format(d=d.digest or "(none)")
@@ -173,18 +179,54 @@ def _dataset(d: Dataset) -> Row:
             return Row("data", path, PINNED, f"{label}: {uri}", "an S3 object at a version id")
         return Row("data", path, MUTABLE, f"{label}: {uri or '(no uri)'}", f"an S3 key without a versionId; {weak}")
     if kind == "code":
-        where = src.get("tags", {}).get(MLFLOW_SOURCE_NAME) if isinstance(src.get("tags"), dict) else None
-        return Row("data", path, MUTABLE, f"{label}: a frame built in code{f' ({where})' if where else ''}, digest {d.digest}",
-                   f"no source is recorded; {weak}")
+        return _code_frame(d, label, path, weak, list(beside))
     shown = uri or (f"{kind} source" if kind else "(no source)")
     return Row("data", path, MUTABLE, f"{label}: {shown}", f"a path or name, read as it is today; {weak}")
+
+
+#: the fix of a frame built in code that no pinned input verifies: autolog logs the frame ``fit`` was given (source
+#: ``code``); stop it, and log the input at its version yourself
+AUTOLOG_FIX = ("pass log_datasets=False to autolog (mlflow.sklearn.autolog(log_datasets=False), or the flavour's own: it "
+               "logs the frame fit() was given, built in code) and log the input at its version yourself (a Delta table "
+               "version, an S3 versionId or a snapshot id), e.g. "
+               "mlflow.log_input(mlflow.data.from_pandas(df, source=DeltaDatasetSource(path={table}, "
+               "delta_table_version={version}), name={name}), context='train')")
+
+
+def delta_version(d: Dataset) -> tuple[str, int] | None:
+    """A Delta table at an integer version, as MLflow's ``DeltaDatasetSource`` logs it; None for any other source."""
+    src = dict(d.source)
+    version = src.get("delta_table_version")
+    if (d.source_type or "").lower() not in ("delta", "delta_table"):
+        return None
+    if isinstance(version, bool) or not (isinstance(version, int) or (isinstance(version, str) and _INT.fullmatch(version))):
+        return None
+    return str(src.get("path") or src.get("delta_table_name") or ""), int(version)
+
+
+def _code_frame(d: Dataset, label: str, path: str, weak: str, beside: list[Dataset]) -> Row:
+    """A frame built in code (autolog's own): pinned when its rows were verified against a pinned input of the run,
+    else named but mutable, and the fix shows the ``log_input`` call that logs the input instead (``AUTOLOG_FIX``)."""
+    src = dict(d.source)
+    where = src.get("tags", {}).get(MLFLOW_SOURCE_NAME) if isinstance(src.get("tags"), dict) else None
+    ident = f"{label}: a frame built in code{f' ({where})' if where else ''}, digest {d.digest}"
+    if d.verified:
+        return Row("data", path, PINNED, f"{ident}, verified: the rows of {d.verified}",
+                   "its rows, read from a pinned input of the same run, give the digest MLflow recorded (an MD5 of the "
+                   "first 10,000 rows, the row count and the column names): the same frame")
+    why = f"no source is recorded; {weak}" + (f"; not verified against a pinned input: {d.unverified}" if d.unverified else "")
+    pinned = next(((x, delta_version(x)) for x in beside if delta_version(x) is not None), None)
+    table, version = pinned[1] if pinned else ("TABLE", "N")
+    name = repr(pinned[0].name or pinned[0].context or "train") if pinned else "'train'"
+    return Row("data", path, MUTABLE, ident, why, hint=AUTOLOG_FIX.format(table=repr(table) if pinned else table,
+                                                                         version=version, name=name))
 
 
 def _data(m: Metadata) -> list[Row]:
     if not m.datasets:
         why = "the run logged no dataset with mlflow.log_input" if m.run_found else "there is no run to hold datasets"
         return [Row("data", "data", MISSING, "no dataset", why)]
-    return [_dataset(d) for d in m.datasets]
+    return [_dataset(d, m.datasets) for d in m.datasets]
 
 
 def seed_params(params: Mapping[str, str]) -> dict[str, str]:

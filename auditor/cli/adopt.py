@@ -76,8 +76,10 @@ def adopt_cmd(
         if rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
             result = assessed.result
             emit_json({"ref": assessed.ref, "verdict": result.verdict.value, "report": assessed.report, "error": result.error,
-                       "tiers": {k: t.status for k, t in result.tiers.items()}, "assumptions": result.assumptions,
-                       "exit_code": code})
+                       "tiers": {k: t.status for k, t in result.tiers.items()},
+                       "summaries": {k: t.summary for k, t in result.tiers.items()},
+                       "predictions": {k: v for k, v in result.evidence.items() if k.startswith("predictions")},
+                       "assumptions": result.assumptions, "exit_code": code})
         else:
             emit_json({**assessed.row, "supplied": attached, "exit_code": code})
     elif rebuild and assessed.result.verdict is not Verdict.LINEAGE_INSUFFICIENT:
@@ -92,7 +94,10 @@ def _print_rebuilt(assessed) -> None:
     out, result = console(), assessed.result
     out.print(f"{assessed.ref}: {result.verdict.value} (rebuilt; lineage recovered from MLflow metadata)",
               markup=False, highlight=False)
-    for line in ([result.error] if result.error else []) + [f"assumes: {a}" for a in result.assumptions]:
+    tiers = [f"{name}: {t.status}: {t.summary}" for name, t in result.tiers.items() if name != "lineage"]
+    failed = [f"  {d}" for t in result.tiers.values() if t.name != "lineage" and t.status == "fail" for d in t.details]
+    lines = ([result.error] if result.error else []) + tiers + failed + [f"assumes: {a}" for a in result.assumptions]
+    for line in lines:
         out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     if assessed.report:
         out.print(f"  report: {assessed.report}", markup=False, highlight=False, soft_wrap=True)

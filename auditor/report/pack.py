@@ -421,7 +421,7 @@ def build_pack(store: BlobStore, report: str, *, public_key: bytes | None, regis
         files[RECORD_FILE] = (pretty_json(record) + "\n").encode("utf-8")
         manifest["run_record"] = RECORD_FILE
     else:
-        left.append({"what": "the run record", "why": "the evidence holds none (the audit stopped before reading it)"})
+        left.append({"what": "the run record", "why": _no_record(doc)})
     calibration, rows, missing = _calibrations(doc, registry)
     files.update(calibration)
     manifest["calibration"], manifest["left_out"] = rows, left + missing
@@ -434,6 +434,18 @@ def build_pack(store: BlobStore, report: str, *, public_key: bytes | None, regis
     files["README.md"] = _readme(stem, doc, entry, names, manifest["left_out"], manifest["key"]["keyid"])
     files[SUMS] = sums(files)
     return Pack(data=_zip(stem, files), stem=stem, names=names, keyid=manifest["key"]["keyid"], left_out=manifest["left_out"])
+
+
+def _no_record(doc: dict[str, Any]) -> str:
+    """Why the evidence holds no run record: an adoption never had one (its lineage is MLflow's metadata); an audit
+    stopped before it read one."""
+    from auditor.adopt.assess import is_assessment
+
+    audit = doc.get("audit") or {}
+    if is_assessment(audit.get("audit_id"), audit.get("verdict")):
+        return ("none exists: an adoption of a version trained with plain MLflow, whose lineage was recovered from MLflow "
+                "metadata (the evidence's lineage tier lists each input and every assumption), not captured at training time")
+    return "the evidence holds none (the audit stopped before reading it)"
 
 
 def _same_as_given(report: str, published: bytes, store: BlobStore) -> None:

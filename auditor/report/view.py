@@ -80,6 +80,26 @@ SUPPORT = {
         "exactly the registered ones. EU AI Act Annex IV §2(g): a dated, re-checkable test log."
     ),
 }
+#: what an adoption's passing tier supports instead (``auditor.adopt``: lineage recovered from MLflow metadata, the
+#: model rebuilt in the sandbox and both loaded by the flavour's loader there; no run record, band or weight diff)
+ADOPTION_SUPPORT = {
+    "lineage": (
+        "SR 26-2 model documentation: every input the rebuild needs is identified from MLflow metadata (recovered after "
+        "training, not captured by a run record), with each assumption listed. EU AI Act Annex IV §2(g): identifies the "
+        "data and code, as MLflow recorded them."
+    ),
+    "artifact_recovery": (
+        "SR 26-2 ongoing monitoring: the registered model is still retrievable and loads with its flavour's own loader."
+    ),
+    "statistical": (
+        "SR 26-2 outcomes analysis: the model was rebuilt today from the inputs MLflow pinned, and every score it exposes "
+        "on the training data equals the registered model's within float resolution."
+    ),
+    "bitwise": (
+        "SR 26-2 ongoing monitoring, strongest form: rebuilt today from the inputs MLflow pinned, the model file is "
+        "byte for byte the registered one. EU AI Act Annex IV §2(g): a dated, re-checkable test log."
+    ),
+}
 #: added to artifact recovery's claim only when the registered weights were re-evaluated and matched
 RECOVERY_EVALUATED = " Re-evaluated by the recorded recipe, it gives the registered metrics."
 #: what the page says of a tier that did not pass, instead of the claim a pass would make
@@ -113,15 +133,27 @@ def _stopped_because(audit: AuditResult) -> str:
     return ""
 
 
+def adopted(audit: AuditResult) -> bool:
+    """Whether ``audit`` is an adoption of a version trained with plain MLflow (an assessment or a rebuild,
+    ``auditor.adopt``): no run record, its tiers' evidence is the sandbox's comparison, not metrics and weights."""
+    from auditor.adopt.assess import is_assessment
+
+    return is_assessment(audit.audit_id, audit.verdict.value)
+
+
 def not_run_reason(audit: AuditResult, name: str) -> str | None:
     """Why a tier did not run, or None when it ran (its pass or fail then stands as the judge gave it).
 
     A tier ran when its evidence exists: the lineage gate always runs; artifact recovery when it was
-    checked; the statistical tier when metrics were compared; the bitwise tier when weights were.
+    checked; the statistical tier when metrics were compared; the bitwise tier when weights were. An adoption's
+    tiers ran when the judge gave them a status (``auditor.adopt.rebuild.judge``: the sandbox compared scores and
+    hashed the model files; there is no run record, metric band or weight diff to look for).
     """
     tier = audit.tiers[name]
     if name == "lineage":
         return None
+    if adopted(audit):
+        return None if tier.status != "skipped" else (tier.summary or "no evidence for this tier")
     ran = {
         "artifact_recovery": tier.status != "skipped",
         "statistical": bool(audit.metrics),
@@ -207,7 +239,11 @@ def adoption(audit: AuditResult) -> list[dict[str, Any]]:
         if not f.code.startswith(ADOPT_CODE):
             continue
         section, _, klass = f.code[len(ADOPT_CODE):].partition(".")
-        label = classes.get(klass, klass)
+        if klass not in classes:  # the rebuild's own finding (adopt.rebuild.differs, adopt.rebuild.failed)
+            rows.append({"section": section, "path": f.path, "status": klass, "css": "fail", "identifier": [],
+                         "supplied": False, "findings": [f.model_dump()]})
+            continue
+        label = classes[klass]
         rows.append({"section": section, "path": f.path, "status": label, "css": {"pinned": "complete"}.get(klass, klass),
                      "identifier": [f.message.removeprefix(f"{label}: ")], "supplied": "supplied after training" in f.message,
                      "findings": [] if klass == "pinned" else [f.model_dump()]})
@@ -215,8 +251,9 @@ def adoption(audit: AuditResult) -> list[dict[str, Any]]:
 
 
 def lineage(audit: AuditResult) -> list[dict[str, Any]]:
-    """One row per input and the infrastructure: identifier, complete/mutable/missing, fix hints."""
-    if audit.verdict is Verdict.LINEAGE_INSUFFICIENT and any(f.code.startswith("adopt.") for f in audit.findings):
+    """One row per input and the infrastructure: identifier, complete/mutable/missing, fix hints. An adoption's rows
+    (an assessment's or a rebuild's, whatever its verdict) are its classes: pinned, named but mutable, missing."""
+    if adopted(audit) and any(f.code.startswith("adopt.") for f in audit.findings):
         return adoption(audit)
     record = audit.record or {}
     by_section: dict[str, list[Finding]] = {}
@@ -247,6 +284,23 @@ def lineage(audit: AuditResult) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def adoption_cause(audit: AuditResult) -> Any:
+    """An adoption rebuild's OUT_OF_TOLERANCE in its own words (``auditor.report.headline.Cause``); None otherwise. Its
+    statistical tier compares scores (its summary names the difference and the decisions it flips), and no band or
+    same-seed floor is involved."""
+    from auditor.report.headline import Cause
+
+    if audit.verdict is not Verdict.OUT_OF_TOLERANCE or not adopted(audit):
+        return None
+    stat = audit.tiers.get("statistical")
+    if stat is not None and stat.status == "fail":
+        return Cause("scores", "the rebuilt model's scores differ from the registered model's",
+                     f"The version was rebuilt from what MLflow pinned, but {stat.summary}.")
+    return Cause("rebuild", "the rebuilt run differs from the registered one",
+                 "The version was rebuilt from what MLflow pinned, but the rebuilt run is not the registered one: see the "
+                 "findings below.")
 
 
 def problems(audit: AuditResult) -> dict[str, Any] | None:
@@ -285,12 +339,13 @@ def problems(audit: AuditResult) -> dict[str, Any] | None:
             "tiers": failing_tiers,
         }
     outside = [m.model_dump(mode="json") for m in audit.metrics if m.inside is False]
+    own = adoption_cause(audit)
     return {
         "kind": "tolerance",
-        "title": failing_cause(audit).title,
+        "title": own.title if own else failing_cause(audit).title,
         "error": audit.error,
         "log": "",
-        "findings": [],
+        "findings": [f.model_dump() for f in audit.findings if f.blocking] if own else [],
         "metrics": outside,
         "tiers": failing_tiers,
     }
@@ -303,16 +358,17 @@ def support(audit: AuditResult) -> list[dict[str, str]]:
     no sentence on the page claims more than the tier results above it show.
     """
     shown = {t["key"]: t for t in tiers(audit)}
+    claims = ADOPTION_SUPPORT if adopted(audit) else SUPPORT
     rows = []
     for n in TIER_ORDER:
         tier = shown.get(n)
         status = tier["status"] if tier else NOT_RUN
         why = (tier or {}).get("why") or "the judge reported nothing for it"
-        serves = SUPPORT[n] if status == "pass" else NO_SUPPORT.get(status, NO_SUPPORT["fail"]).format(why=why)
+        serves = claims[n] if status == "pass" else NO_SUPPORT.get(status, NO_SUPPORT["fail"]).format(why=why)
         if n == "artifact_recovery" and status == "pass" and "reproduce the metrics" in (tier or {}).get("summary", ""):
             serves += RECOVERY_EVALUATED  # the judge's summary when the re-evaluation ran and matched
         rows.append({"tier": TIER_TITLES[n], "status": status, "css": status.replace(" ", "-"), "serves": serves,
-                     "would_serve": None if status == "pass" else SUPPORT[n]})
+                     "would_serve": None if status == "pass" else claims[n]})
     return rows
 
 
@@ -425,7 +481,7 @@ def noise(audit: AuditResult) -> dict[str, Any] | None:
 def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
     """Everything the report template needs, from one evidence document."""
     style, headline, explanation = VERDICT_VIEW[audit.verdict][:3]
-    failed = failing_cause(audit)
+    failed = adoption_cause(audit) or failing_cause(audit)
     if failed is not None:  # the sentence of the tier that failed, not the verdict's generic one
         explanation = failed.explanation
     drift = audit.drift
@@ -445,4 +501,6 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "lottery": lottery(audit),
         "expected": expected(audit),
         "noise": noise(audit),
+        # an adoption that rebuilt the version (not an assessment): its evidence is the sandbox's comparison
+        "rebuilt_adoption": adopted(audit) and audit.verdict is not Verdict.LINEAGE_INSUFFICIENT,
     }

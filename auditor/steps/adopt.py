@@ -65,12 +65,16 @@ class Sweep:
 
 
 def _reader(session: Any) -> Any:
+    """The reader of what MLflow holds; a SQLite database that does not exist is refused, never created (exit 2)."""
     from auditor.adopt.mlflow_reader import MlflowReader
+    from auditor.registry.open import require_existing_database
     from auditor.settings import TRACKING_URI
 
     settings = session.settings
     if not str(settings.tracking_uri or ""):
         raise BadInput("adopt reads an MLflow tracking server, and none is set", hint=f"set {TRACKING_URI.name}")
+    require_existing_database(settings.tracking_uri)
+    require_existing_database(settings.registry_uri, what="registry URI")
     return MlflowReader(settings.tracking_uri, settings.registry_uri)
 
 
@@ -297,7 +301,7 @@ def _rebuilt_result(session: Any, reader: Any, info: Any, meta: Any, rows: list[
     from dataclasses import replace
 
     from auditor.adopt.assess import TIER_BASIS, finding
-    from auditor.adopt.rebuild import REQUIRED, judge
+    from auditor.adopt.rebuild import REQUIRED, evidence_lines, judge
     from auditor.errors import describe, verdict_failure
     from auditor.judge.result import AuditResult, ModelInfo, TierResult
     from auditor.lineage.findings import Finding
@@ -320,6 +324,7 @@ def _rebuilt_result(session: Any, reader: Any, info: Any, meta: Any, rows: list[
         findings += [Finding(code="adopt.rebuild.differs", path="rebuild", severity="blocking", message=redact_text(p),
                              hint="see the rebuild's log; the entry point does not rebuild what was registered") for p in problems]
         evidence = {k: v for k, v in (("weights.registered", registered_sha), ("weights.rebuilt", rebuilt_sha)) if v}
+        evidence.update({k: redact_text(v) for k, v in evidence_lines(found).items()})
     except Exception as exc:  # noqa: BLE001 - every failure is a verdict, named (auditor.errors decides which)
         verdict, error = Verdict(verdict_failure(exc)), redact_text(describe(exc))
         log_tail = getattr(exc, "log_tail", "") or None
@@ -388,13 +393,11 @@ def _installed(names: Any) -> dict[str, str | None]:
 def _run_in_sandbox(session: Any, reader: Any, info: Any, the_plan: Any, work: Any,
                     progress: Progress) -> tuple[dict[str, Any], str | None, str | None, list[str], str]:
     """Check the data, check out the code, run the entry point, then the comparison script, both in the runner."""
-    import json
-    import shutil
     from pathlib import Path
 
     from auditor.adopt.rebuild import drift
     from auditor.digests import sha256_file
-    from auditor.errors import InputUnrecoverable, RecipeCrashed
+    from auditor.errors import RecipeCrashed
     from auditor.rebuild.runners import RunSpec
     from auditor.rebuild.workspace import checkout_commit
 
@@ -420,7 +423,26 @@ def _run_in_sandbox(session: Any, reader: Any, info: Any, the_plan: Any, work: A
                               hint=f"its log's last lines are in the report; the log is {ran.log_path}")
         crash.log_tail, crash.timed_out = ran.log_tail, ran.timed_out
         raise crash
+    found = _compare_in_sandbox(runner, info, the_plan, registered, code, work, env, timeout, progress)
+    rebuilt_dir = Path(found["rebuilt_dir"]) if found.get("rebuilt_dir") else None
+    name = the_plan.model_file
+    reg_file, new_file = (registered / name, rebuilt_dir / name) if name and rebuilt_dir else (None, None)
+    registered_sha = sha256_file(reg_file) if reg_file is not None and reg_file.is_file() else None
+    rebuilt_sha = sha256_file(new_file) if new_file is not None and new_file.is_file() else None
+    env_drift = drift(the_plan.requirements, _installed(the_plan.requirements)) if the_plan.requirements else []
+    return found, registered_sha, rebuilt_sha, env_drift, ran.log_tail
+
+
+def _compare_in_sandbox(runner: Any, info: Any, the_plan: Any, registered: Any, code: Any, work: Any, env: dict[str, str],
+                        timeout: float, progress: Progress) -> dict[str, Any]:
+    """Run ``sandbox_compare.py`` in the runner: both models loaded there, every score compared; its JSON answer, checked."""
+    import json
+    import shutil
+    from pathlib import Path
+
     from auditor import adopt as adopt_package
+    from auditor.errors import InputUnrecoverable, RecipeCrashed
+    from auditor.rebuild.runners import RunSpec
 
     shutil.copyfile(Path(adopt_package.__file__).parent / COMPARE_SCRIPT, work / COMPARE_SCRIPT)
     data = the_plan.delta[0] if the_plan.delta else None
@@ -446,9 +468,4 @@ def _run_in_sandbox(session: Any, reader: Any, info: Any, the_plan: Any, work: A
         raise InputUnrecoverable(f"{info.ref}: the registered and the rebuilt model could not be compared in the sandbox: "
                                  f"{found['error']}",
                                  hint="see the report's log")
-    name = the_plan.model_file
-    reg_file, new_file = (registered / name, rebuilt_dir / name) if name and rebuilt_dir else (None, None)
-    registered_sha = sha256_file(reg_file) if reg_file is not None and reg_file.is_file() else None
-    rebuilt_sha = sha256_file(new_file) if new_file is not None and new_file.is_file() else None
-    env_drift = drift(the_plan.requirements, _installed(the_plan.requirements)) if the_plan.requirements else []
-    return found, registered_sha, rebuilt_sha, env_drift, ran.log_tail
+    return found
