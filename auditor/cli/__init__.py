@@ -41,6 +41,14 @@ def _load_commands() -> None:
                 raise
 
 
+def command():
+    """The click command tree of ``app``, every parameter shown in ``--help`` as a person types it
+    (``auditor.cli.params.plain_help``: ``MODEL_REF``, no ``<bool>``)."""
+    from auditor.cli.params import plain_help
+
+    return plain_help(typer.main.get_command(app))
+
+
 def _version(value: bool) -> None:
     if value:
         from auditor import __version__
@@ -116,7 +124,7 @@ def _run(argv: list[str] | None, as_json: bool) -> None:
     """Run the app; every way it can end becomes an exit code from ``auditor.errors``' one table."""
     try:
         # without standalone mode click returns a typer.Exit's code instead of exiting
-        code = app(args=argv, standalone_mode=False, prog_name="repro-audit")
+        code = command().main(args=argv, standalone_mode=False, prog_name="repro-audit")
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):

@@ -13,6 +13,7 @@ from auditor.cli import app
 from auditor.cli.models import JSON_HELP, RUNNER_HELP, TRACKING_HELP, RunnerName, _progress, _runner, open_session
 from auditor.cli.output import console, emit_json
 from auditor.cli.params import model_ref
+from auditor.cli.suggest import did_you_mean
 from auditor.errors import EXIT_CODES, EXIT_OK, Meaning
 from auditor.settings import REPORTS
 from auditor.uris import REF_HELP
@@ -37,7 +38,7 @@ def compare_cmd(
 ) -> None:
     """Compare two versions through their seed-varied reruns: improvement beyond seed noise, within it, or worse."""
     session = open_session(tracking_uri=tracking_uri, reports=reports)
-    with _progress(not json_out) as progress:
+    with _progress(not json_out) as progress, did_you_mean(lambda: session.registry, candidate, incumbent):
         result = session.compare(candidate, incumbent, reruns=reruns, metrics=metric or None, runner=_runner(runner, session.settings),
                                  calibrate_missing=not no_calibrate, publish=not no_publish, progress=progress)
     code = GATE_EXIT[result.gate]

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from auditor.cli import app
-from auditor.cli.output import console, emit_json
+from auditor.cli.output import console, emit_json, table
 from auditor.errors import BadInput, LineageIncomplete
 
 lineage_app = typer.Typer(help="Capture, check and show run records.", no_args_is_help=True)
@@ -66,19 +66,16 @@ def schema_cmd() -> None:
 
 
 def print_findings(findings: list, *, title: str) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, show_lines=False)
-    for column in ("severity", "field", "finding", "fix"):
-        table.add_column(column, overflow="fold")
+    shown = table("severity", "field", "finding", "fix", title=title)
     for f in findings:
-        style = "red" if f.blocking else "yellow"
-        table.add_row(f"[{style}]{f.severity}[/]", f.path, f.message, f.hint)
+        shown.add_row(Text(f.severity, style="red" if f.blocking else "yellow"), f.path, f.message, f.hint)
     out = console()
     if findings:
-        out.print(table)
+        out.print(shown)
     else:
-        out.print(f"{title}: no findings")
+        out.print(f"{title}: no findings", markup=False, highlight=False)
 
 
 __all__ = ["lineage_app", "BadInput"]

@@ -12,8 +12,9 @@ from typing import Any
 import typer
 
 from auditor.cli.lineage import lineage_app
-from auditor.cli.output import console, emit_json
+from auditor.cli.output import cell_text, console, emit_json, table
 from auditor.cli.params import model_ref
+from auditor.cli.suggest import did_you_mean
 from auditor.digests import spelled
 from auditor.errors import LineageIncomplete
 from auditor.uris import REF_HELP
@@ -21,7 +22,7 @@ from auditor.uris import REF_HELP
 
 @lineage_app.command("show")
 def show_cmd(
-    ref: str = typer.Argument(..., callback=model_ref, help=REF_HELP),
+    ref: str = typer.Argument(..., callback=model_ref, metavar="MODEL_REF", help=REF_HELP),
     json_out: bool = typer.Option(False, "--json", help="print the version, record and findings as JSON"),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
 ) -> None:
@@ -32,7 +33,8 @@ def show_cmd(
     from auditor.registry import RecordChanged, RecordMissing, open_registry
 
     registry = open_registry(tracking_uri)
-    info = registry.resolve(ref)
+    with did_you_mean(lambda: registry, ref):
+        info = registry.resolve(ref)
     record, diff = None, None
     try:
         record, diff = registry.load_record(info)
@@ -70,28 +72,22 @@ def show_cmd(
 
 
 def _print_human(info: Any, record: Any, findings: list) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     out = console()
     title = f"{info.ref}" + (f"  (aliases: {', '.join(info.aliases)})" if info.aliases else "")
-    table = Table(title=Text(title), show_lines=False, title_justify="left")
-    table.add_column("input", style="bold", no_wrap=True)
-    table.add_column("field", no_wrap=True)
-    table.add_column("value", overflow="fold")
+    shown = table(("input", {"style": "bold", "no_wrap": True}), ("field", {"no_wrap": True}), "value", title=title)
     blocked = {f.path.split(".")[0] for f in findings if f.blocking}
     for section, field, value in _rows(info, record):
-        table.add_row(Text(section, style="red" if section in blocked else ""), Text(field), Text(value))
-    out.print(table)
+        shown.add_row(Text(section, style="red" if section in blocked else ""), field, value)
+    out.print(shown)
     if not findings:
         out.print(Text("no findings: every input is named by an immutable identifier", style="green"))
         return
-    ftable = Table(title=Text("gate findings"), title_justify="left")
-    for column in ("severity", "field", "finding", "fix"):
-        ftable.add_column(column, overflow="fold")
+    found = table("severity", "field", "finding", "fix", title="gate findings")
     for f in findings:
-        ftable.add_row(Text(f.severity, style="red" if f.blocking else "yellow"), Text(f.path), Text(f.message), Text(f.hint))
-    out.print(ftable)
+        found.add_row(Text(f.severity, style="red" if f.blocking else "yellow"), f.path, f.message, f.hint)
+    out.print(found)
 
 
 def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
@@ -112,7 +108,7 @@ def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
         rows += [
             ("code", "repo_url", code.repo_url or "missing"),
             ("code", "commit", code.commit or f"missing ({code.git_error or 'unknown'})"),
-            ("code", "dirty", "unknown" if code.dirty is None else str(code.dirty).lower()),
+            ("code", "dirty", cell_text(code.dirty, missing="unknown")),
         ]
         if code.dirty:
             rows.append(("code", "diff_digest", code.diff_digest or "missing"))
@@ -143,14 +139,14 @@ def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
     else:
         rows += [
             ("seeds", "seed", "none" if seeds.seed is None else str(seeds.seed)),
-            ("seeds", "deterministic", "unknown" if seeds.deterministic is None else str(seeds.deterministic).lower()),
+            ("seeds", "deterministic", cell_text(seeds.deterministic, missing="unknown")),
             ("seeds", "generators", ", ".join(f"{k}={v}" for k, v in sorted(seeds.generators.items())) or "none"),
         ]
     infra = record.infrastructure
     if infra is not None:
         rows.append(("infrastructure", "host", f"{infra.hostname or 'unknown'} (world size {infra.world_size})"))
     for key, value in sorted(record.outputs.metrics.items()):
-        rows.append(("outputs", key, str(value)))
+        rows.append(("outputs", key, cell_text(value)))
     for artifact in record.outputs.artifacts:
         rows.append(("outputs", artifact.name, f"{spelled(artifact.sha256)} {artifact.uri}"))
     return rows

@@ -10,8 +10,10 @@ from pathlib import Path
 import typer
 
 from auditor.cli import app
-from auditor.cli.output import console, emit_json
+from auditor.cli.output import cell_text, console, emit_json, figures, table
 from auditor.cli.params import logical_date, model_ref
+from auditor.cli.suggest import did_you_mean
+from auditor.cli.verdict import print_audit
 from auditor.settings import REPORTS, RUNNER
 from auditor.uris import REF_HELP
 
@@ -111,7 +113,7 @@ def rebuild_cmd(
 ) -> None:
     """Rebuild a registered version from its recorded inputs (on-demand rebuild of a historical model)."""
     session = open_session(tracking_uri=tracking_uri)
-    with _progress(not json_out, stream_output) as progress:
+    with _progress(not json_out, stream_output) as progress, did_you_mean(lambda: session.registry, model_ref):
         result = session.rebuild(model_ref, runner=_runner(runner, session.settings), out_dir=out, progress=progress)
     run = result.first
     summary = {
@@ -126,10 +128,10 @@ def rebuild_cmd(
         emit_json(summary)
         return
     out_console = console()
-    out_console.print(f"rebuilt {result.model_ref} in {run.wall_s:.1f}s → {run.output_dir}")
-    out_console.print(f"weights sha256 {run.weights_sha256}")
+    out_console.print(f"rebuilt {result.model_ref} in {run.wall_s:.1f}s → {run.output_dir}", markup=False, highlight=False)
+    out_console.print(f"weights sha256 {run.weights_sha256}", markup=False, highlight=False)
     for name, value in sorted(run.metrics.items()):
-        out_console.print(f"  {name:<12} {value}")
+        out_console.print(f"  {name:<12} {cell_text(value)}", markup=False, highlight=False)
 
 
 @app.command("calibrate")
@@ -144,10 +146,8 @@ def calibrate_cmd(
     stream_output: bool = typer.Option(False, "--stream-output", help=STREAM_HELP),
 ) -> None:
     """Measure both noise floors (same-seed and seed-varied reruns); store them with the version."""
-    from rich.table import Table
-
     session = open_session(tracking_uri=tracking_uri)
-    with _progress(not json_out, stream_output) as progress:
+    with _progress(not json_out, stream_output) as progress, did_you_mean(lambda: session.registry, model_ref):
         bands = session.calibrate(model_ref, reruns=reruns, same_seed=same_seed, replace=replace,
                                   runner=_runner(runner, session.settings), progress=progress)
     calibration = bands.calibration
@@ -168,12 +168,12 @@ def calibrate_cmd(
             out.print(f"same-seed floor: bit-identical over {floor.n} reruns (any difference in an audit is a divergence)")
         else:
             out.print(f"same-seed floor over {floor.n} reruns: max |Δ| {floor.max_abs:.3g}, rel L2 {floor.rel_l2:.3g}")
-    table = Table(title=f"tolerance bands for {model_ref} ({reruns} seed-varied reruns)")
-    for column in ("metric", "lower", "upper", "mean", "std", "direction"):
-        table.add_column(column)
+    shown = table("metric", "lower", "upper", "mean", "std", "direction",
+                  title=f"tolerance bands for {model_ref} ({reruns} seed-varied reruns)")
     for name, band in sorted(bands.items()):
-        table.add_row(name, f"{band.lower:.6g}", f"{band.upper:.6g}", f"{band.spread.get('mean', float('nan')):.6g}", f"{band.spread.get('std', float('nan')):.3g}", band.direction)
-    out.print(table)
+        lower, upper, mean = figures([band.lower, band.upper, band.spread.get("mean")])
+        shown.add_row(name, lower, upper, mean, band.spread.get("std"), band.direction)
+    out.print(shown)
     for line in findings:
         out.print(f"[bold yellow]{'warning' if 'weak band' in line else 'finding'}:[/] {line}")
 
@@ -203,7 +203,7 @@ def audit_cmd(
     session = open_session(tracking_uri=tracking_uri)
     options = AuditOptions(date=date, audit_run="cli", reruns=reruns, runner=_runner(runner, session.settings), publish=publish,
                            segments=segments, budget=budget)
-    with _progress(not json_out, stream_output) as progress:
+    with _progress(not json_out, stream_output) as progress, did_you_mean(lambda: session.registry, model_ref):
         outcome = session.audit(model_ref, options, progress=progress)
     result, failure = outcome.result, outcome.publish_failure
     if failure is not None:  # the audit finished, publishing it failed: the verdict is printed, the publish error decides the exit
@@ -213,7 +213,8 @@ def audit_cmd(
     else:
         if outcome.skipped:  # nothing was rebuilt: say so, and how to rebuild
             _print_stored(model_ref, date)
-        _print_audit(result, outcome.report)
+        note = None if publish else f"report: not published (--no-publish); `repro-audit audit {model_ref} --json` prints all of it"
+        print_audit(result, outcome.report, note=note)
     raise typer.Exit(exit_code(result.verdict.value))
 
 
@@ -231,8 +232,7 @@ def _publish_failed(result, failure, json_out: bool) -> None:
     from auditor.errors import exit_code
 
     if not json_out:
-        _print_audit(result, None)
-        console().print("the report was NOT published (see the error below)", markup=False)
+        print_audit(result, None, note="the report was NOT published (see the error below)")
         raise failure
     from auditor.cli.output import error
 
@@ -246,44 +246,6 @@ def _message(exc) -> str:
     from auditor.cli import error_message
 
     return error_message(exc)
-
-
-LOG_LINES = 40  # of the rebuild's log, printed under an audit that ended in ERROR or a crash
-
-
-def _print_audit(result, report: str | None) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = console()
-    from auditor.report.view import VERDICT_VIEW
-
-    style = VERDICT_VIEW[result.verdict].terminal
-    out.print(f"[{style}]{result.verdict.value}[/]  {result.model.uri}  (audit {result.audit_id})")
-    tiers = Table(show_header=True)
-    for column in ("tier", "status", "summary"):
-        tiers.add_column(column, overflow="fold")
-    for name in ("lineage", "artifact_recovery", "statistical", "bitwise"):
-        tier = result.tiers.get(name)
-        if tier:
-            tiers.add_row(name, tier.status, tier.summary)
-    out.print(tiers)
-    if result.metrics:
-        metrics = Table(show_header=True)
-        for column in ("metric", "registered", "rebuilt", "band", "inside"):
-            metrics.add_column(column)
-        for m in result.metrics:
-            band = f"[{m.band.lower:.6g}, {m.band.upper:.6g}]" if m.band else "-"
-            metrics.add_row(m.name, str(m.registered), ", ".join(str(v) for v in m.rebuilt), band, str(m.inside))
-        out.print(metrics)
-    if result.error:
-        out.print(f"[red]error:[/] {escape(result.error)}", markup=True)
-        if result.log_tail:
-            lines = result.log_tail.rstrip().splitlines()[-LOG_LINES:]
-            out.print(f"[bold]the end of the rebuild's log[/] (last {len(lines)} lines):")
-            out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
-    if report:
-        out.print(f"report: {report}")
 
 
 @app.command("nightly")
@@ -304,18 +266,28 @@ def nightly_cmd(
     if json_out:
         emit_json(summary)
         return
-    from rich.table import Table
+    _print_nightly(summary, date, coverage_page)
 
-    table = Table(title=f"nightly audit {date}")
-    for column in ("model", "verdict", "why picked", "report / error"):
-        table.add_column(column, overflow="fold")
+
+def _print_nightly(summary: dict, date: str, coverage_page: str) -> None:
+    """The night's table; after a red verdict, the next step (read its report, audit it again once fixed)."""
     from rich.text import Text
 
+    from auditor.outcomes import Verdict
+    from auditor.report.view import VERDICT_VIEW
     from auditor.uris import visible
 
-    for row in summary["audits"]:  # the registry's names as text (never markup), hidden characters written out
-        verdict = row.get("verdict") or ("already audited" if row.get("skipped") else "")
-        table.add_row(Text(visible(row["ref"])), verdict, row.get("reason") or "",
-                      Text(visible(row.get("error") or row.get("report") or "")))
-    console().print(table)
+    shown = table("model", "verdict", "why picked", "report / error", title=f"nightly audit {date}")
+    red = []
+    for row in summary["audits"]:  # the registry's names as text (never markup), every hidden character written out
+        verdict = next((v for v in Verdict if v.value == row.get("verdict")), None)
+        if verdict is not None and not verdict.reproduced:
+            red.append(row["ref"])
+        words = Text(verdict.value, style=VERDICT_VIEW[verdict].terminal) if verdict else ("already audited" if row.get("skipped") else "")
+        shown.add_row(Text(visible(row["ref"])), words, row.get("reason") or "", row.get("error") or row.get("report") or "")
+    console().print(shown)
     console().print(f"coverage: {coverage_page}", markup=False, highlight=False)
+    if red:
+        console().print(Text("next: ", style="bold") + Text(
+            f"read the report of each red verdict ({len(red)}: {', '.join(visible(r) for r in red[:3])}"
+            f"{', …' if len(red) > 3 else ''}); once fixed, `repro-audit audit {visible(red[0])} --no-publish` checks it again"))

@@ -1,7 +1,10 @@
 """Shared output helpers: human tables via rich, ``--json`` for scripts, errors and progress on stderr.
 
-Piped, nothing is wrapped or cut: the console is as wide as the longest line, so a 64-hex digest
-stays on one line whatever ``COLUMNS`` says. Progress goes to stderr: a spinner on a terminal, else
+Piped, a line is never wrapped or cut: the console is as wide as the longest line. A table fits the
+terminal (``COLUMNS``, else 80 columns piped) by wrapping its cells at spaces, and is widened only as far
+as its longest unbreakable word needs: a 64-hex digest stays whole on one line (``fit_width``). Values in
+a table are shown one way everywhere (``cell``): words for booleans and missing values, rounded figures.
+``--json`` prints the values as they are. Progress goes to stderr: a spinner on a terminal, else
 timestamped stage lines through ``logging`` (the library logs its stages there, as in an Airflow
 task log), and MLflow's HTTP retries (``urllib3`` warnings) with them.
 
@@ -24,6 +27,7 @@ alone (a path holding a token is not declared).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -128,9 +132,140 @@ def emit_error_json(message: str, code: int, hint: str | None) -> None:
 
 
 def console():
-    from rich.console import Console
+    """stdout's console. Piped, a line is never wrapped (``PIPED_WIDTH``); a table still fits (``fit_width``)."""
+    return _console_class()(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+@functools.cache
+def _console_class():
+    from rich.console import Console
+    from rich.table import Table
+
+    class FittingConsole(Console):
+        """A console that fits each table it prints to the terminal (``fit_table``), whoever built the table."""
+
+        def print(self, *objects: Any, **options: Any) -> None:
+            if not self.is_terminal and len(objects) == 1 and isinstance(objects[0], Table):
+                import shutil
+
+                fit_table(self, objects[0], shutil.get_terminal_size().columns)
+            super().print(*objects, **options)
+
+    return FittingConsole
+
+
+def _levelled(lows: list[int], highs: list[int], level: int) -> int:
+    return sum(min(high, max(low, level)) for low, high in zip(lows, highs, strict=True))
+
+
+def fit_table(out: Any, shown: Any, room: int) -> None:
+    """Fix the widths of ``shown``'s columns so that it is at most ``room`` columns wide (piped: ``COLUMNS``, else 80,
+    as ``shutil.get_terminal_size`` says; on a terminal rich fits it itself), wrapping cells at spaces and never
+    inside a word: a digest or a path stays whole on one line (copied, it is still the digest), so the table is
+    wider than ``room`` only by what its longest words need. Each column gets its longest word; the room left
+    goes to the narrowest columns first, so that no column is squeezed to a word a line while another is wide."""
+    columns = list(shown.columns)
+    if not columns:
+        return
+    # rich measures a column (its header and cells, with padding) only through Table's own helpers (rich 13 to 15)
+    ranges = [shown._measure_column(out, out.options, column) for column in columns]
+    highs = [r.maximum for r in ranges]
+    lows = [high if column.no_wrap else min(r.minimum, high) for r, high, column in zip(ranges, highs, columns, strict=True)]
+    space = room - shown._extra_width
+    if sum(highs) <= space:
+        return
+    level = max(highs)  # the widest level every column may grow to (its longest word at least, its whole at most)
+    while level > 0 and _levelled(lows, highs, level) > space:
+        level -= 1
+    widths = [min(high, max(low, level)) for low, high in zip(lows, highs, strict=True)]
+    for index in range(len(columns)):  # what the levelling left over, one column each
+        if sum(widths) < space and widths[index] < highs[index]:
+            widths[index] += 1
+    for column, width in zip(columns, widths, strict=True):
+        column.width = max(width - shown._get_padding_width(column._index), 1)
+
+
+# -- values in tables: every table of the CLI shows a value the same way -------------------------------------
+#: a missing value, in words (never ``None``)
+MISSING = "none"
+FIGURES = 4  # significant digits of a figure in a table; more only where fewer would make two values look equal
+MOST_FIGURES = 6
+
+
+def figure(value: float, digits: int = FIGURES) -> str:
+    """A number as a person reads it: an integral value whole (``512``), else ``digits`` significant digits
+    (``1.7532749938964844`` -> ``1.753``, ``3.2e-06`` stays), never a tail of float noise."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return cell_text(value)
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)  # nan, inf, -inf
+    if value.is_integer() and abs(value) < 10**15:
+        return str(int(value))
+    if abs(value) >= 10**digits:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def figures(values: list[Any]) -> list[str]:
+    """Numbers shown side by side (a metric registered and rebuilt, a band's edges): the fewest significant digits,
+    from ``FIGURES`` to ``MOST_FIGURES``, that keep values that differ looking different."""
+    numbers = {v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    digits = FIGURES
+    while digits < MOST_FIGURES and len({figure(v, digits) for v in numbers}) < len(numbers):
+        digits += 1
+    return [figure(v, digits) for v in values]
+
+
+def cell_text(value: Any, *, missing: str = MISSING) -> str:
+    """The words a table shows for ``value``: ``yes``/``no`` for a boolean, ``missing`` for None, a rounded figure
+    for a number, a list joined by commas; text as it is, but for a character a screen does not show as itself
+    (``<U+202E>``; a newline stays a line break inside its cell)."""
+    if value is None:
+        return missing
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return figure(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(figures(list(value))) if value else missing
+    return visible(str(value), keep="\n\t")
+
+
+def cell(value: Any, *, missing: str = MISSING) -> Any:
+    """A table cell: a rich renderable (``Text`` with its style) as it is, anything else as plain ``Text`` (never
+    markup: registry names and error texts may hold ``[brackets]``) of ``cell_text``."""
+    from rich.text import Text
+
+    if hasattr(value, "__rich_console__") or hasattr(value, "__rich__"):
+        return value
+    return Text(cell_text(value, missing=missing))
+
+
+def table(*columns: Any, title: Any = None, **options: Any) -> Any:
+    """A rich ``Table`` whose rows pass each value through ``cell`` (``add_row(name, 0.1234567, True, None)`` shows
+    ``name 0.1235 yes none``). A column is a name, or ``(name, {column options})``; text columns fold."""
+    from rich.text import Text
+
+    made = _table_class()(title=Text(title) if isinstance(title, str) else title, title_justify="left", **options)
+    for column in columns:
+        name, settings = (column, {}) if isinstance(column, str) else column
+        made.add_column(name, **{"overflow": "fold", **settings})
+    return made
+
+
+@functools.cache
+def _table_class():
+    from rich.table import Table
+
+    class FormattedTable(Table):
+        def add_row(self, *values: Any, **options: Any) -> None:
+            super().add_row(*(cell(v) for v in values), **options)
+
+    return FormattedTable
 
 
 def _isatty(stream: Any) -> bool:

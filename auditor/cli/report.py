@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from auditor.cli import app
-from auditor.cli.output import console, emit_json
+from auditor.cli.output import console, emit_json, table
 from auditor.settings import REPORTS
 
 report_app = typer.Typer(help="Published reports: print one as PDF, show the registry's audit coverage.", no_args_is_help=True)
@@ -64,19 +64,17 @@ def coverage_cmd(
 
 
 def _print(rows: list[dict], overdue_days: int, page: str | None) -> None:
-    from rich.table import Table
     from rich.text import Text
 
     from auditor.uris import visible
 
     out = console()
-    table = Table(title=f"audit coverage (overdue after {overdue_days} days)")
-    for column in ("model", "version", "aliases", "status", "last audited", "days since", "last verdict"):
-        table.add_column(column)
-    for r in rows:  # the registry's names as text (never markup), hidden characters written out (<U+202E>)
-        table.add_row(Text(visible(r["model"])), Text(visible(r["version"])), Text(visible(", ".join(r["aliases"]) or "-")),
-                      r["status"], r["last"] or "never", "-" if r["age_days"] is None else str(r["age_days"]), r["verdict"] or "-")
-    out.print(table)
+    shown = table("model", "version", "aliases", "status", "last audited", "days since", "last verdict",
+                  title=f"audit coverage (overdue after {overdue_days} days)")
+    for r in rows:  # the registry's names as text (never markup), every hidden character written out (<U+202E>)
+        shown.add_row(Text(visible(r["model"])), Text(visible(r["version"])), Text(visible(", ".join(r["aliases"]) or "none")),
+                      r["status"], r["last"] or "never", r["age_days"], r["verdict"])
+    out.print(shown)
     counts = {s: sum(1 for r in rows if r["status"] == s) for s in ("never audited", "overdue", "current", "retired")}
     out.print(", ".join(f"{n} {s}" for s, n in counts.items()), markup=False)
     if page:

@@ -29,6 +29,7 @@ from auditor.registry.layout import training_params
 # the modules that import them from here.
 from auditor.tags import DIFF_ARTIFACT as DIFF_ARTIFACT
 from auditor.tags import (
+    MAX_VERSION_DESCRIPTION,
     PARAM_RECORD_DIGEST,
     PARAM_SEED,
     RECORD_ARTIFACT,
@@ -235,6 +236,7 @@ class RunInfo:
     deleted: bool = False
     start_time: int | None = None
     metrics: Mapping[str, float] = field(default_factory=dict)  # each metric's latest value, as MLflow shows it
+    experiment_id: str | None = None  # where MLflow's UI shows it (``#/experiments/<id>/runs/<run id>``)
 
 
 class Registry(abc.ABC):
@@ -288,6 +290,21 @@ class Registry(abc.ABC):
         if parsed.version is not None:
             return self._get_version(parsed.name, parsed.version)
         return self._get_by_alias(parsed.name, parsed.alias or "")
+
+    def model_names(self) -> list[str]:
+        """Every registered model's name, sorted: what "did you mean" picks from when a name is not found (read only
+        after a lookup failed, never on the way to a version that exists). A backend lists names in one call."""
+        return sorted({info.name for info in self.list_versions()})
+
+    def version_names(self, name: str) -> tuple[list[str], list[str]]:
+        """Model ``name``'s version numbers (ascending) and aliases (sorted): what "did you mean" offers when its
+        version or alias is not found; ([], []) for a name that is not registered."""
+        versions: set[str] = set()
+        aliases: set[str] = set()
+        for info in self.list_versions(name):
+            versions.add(str(info.version))
+            aliases.update(info.aliases)
+        return sorted(versions, key=lambda v: (len(v), v)), sorted(aliases)
 
     def load_record(self, info: ModelVersionInfo) -> tuple[RunRecord, str | None]:
         """The version's run record and its diff (None when the tree was clean).
@@ -397,6 +414,21 @@ class Registry(abc.ABC):
                 raise BadInput(f"tag {key!r} for {info.ref} must be text of at most {MAX_VERSION_TAG_VALUE} characters")
         self._set_version_tags(info, dict(tags))
         return _with_tags(info, tags)
+
+    def get_description(self, info: ModelVersionInfo) -> str | None:
+        """The version's description as it is now (markdown; ``""`` when empty), or None where the registry keeps
+        none (the in-memory twin): what an audit's block at its top is spliced into."""
+        return None
+
+    def set_description(self, info: ModelVersionInfo, text: str) -> None:
+        """Replace the version's description (nothing else about the version changes)."""
+        if len(text) > MAX_VERSION_DESCRIPTION:
+            raise BadInput(f"the description of {info.ref} would be {len(text)} characters; MLflow keeps at most "
+                           f"{MAX_VERSION_DESCRIPTION}")
+        self._set_description(info, text)
+
+    def _set_description(self, info: ModelVersionInfo, text: str) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no model-version descriptions")
 
     def get_bands(self, info: ModelVersionInfo) -> str | None:
         """The tolerance bands stored with this version (JSON text, validated by the judge), or None."""

@@ -158,6 +158,16 @@ class MlflowRegistry(Registry):
             for mv in batch:
                 yield self._info(mv, aliases.get((mv.name, str(mv.version)), ()), run_tags.get(mv.run_id, {}))
 
+    def model_names(self) -> list[str]:
+        with mlflow_errors("listing registered models", self.uri):
+            return sorted(m.name for m in _pages(self.client.search_registered_models, max_results=MODEL_PAGE))
+
+    def version_names(self, name: str) -> tuple[list[str], list[str]]:
+        name_filter = f"name = {_quote(name)}"
+        versions = [str(mv.version) for page in self._version_pages(name_filter) for mv in page]
+        aliases = {alias for found in self._aliases(name_filter).values() for alias in found}
+        return versions, sorted(aliases)
+
     def _version_pages(self, name_filter: str | None) -> Iterator[list[Any]]:
         token = None
         while True:
@@ -285,7 +295,8 @@ class MlflowRegistry(Registry):
     @staticmethod
     def _run_info(run: Any) -> RunInfo:
         return RunInfo(run.info.run_id, dict(run.data.params), dict(run.data.tags),
-                       run.info.lifecycle_stage == "deleted", run.info.start_time, dict(run.data.metrics))
+                       run.info.lifecycle_stage == "deleted", run.info.start_time, dict(run.data.metrics),
+                       experiment_id=run.info.experiment_id)
 
     def log_run(self, *, experiment: str, identity: str, name: str, params: Mapping[str, str],
                 tags: Mapping[str, str], metrics: Mapping[str, float], artifacts: Mapping[str, bytes],
@@ -475,6 +486,15 @@ class MlflowRegistry(Registry):
         for key, value in tags.items():
             with mlflow_errors(f"tag {key} on {info.ref}", self.uri):
                 self.client.set_model_version_tag(info.name, info.version, key, value)
+
+    def get_description(self, info: ModelVersionInfo) -> str:
+        """Read now, not from ``info``: a person may have edited it while the audit rebuilt."""
+        with mlflow_errors(f"model version {info.ref}", self.uri):
+            return self.client.get_model_version(info.name, info.version).description or ""
+
+    def _set_description(self, info: ModelVersionInfo, text: str) -> None:
+        with mlflow_errors(f"the description of {info.ref}", self.uri):
+            self.client.update_model_version(info.name, info.version, description=text)
 
 
 def own_artifact_location(tracking_uri: str) -> str | None:

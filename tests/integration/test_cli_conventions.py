@@ -205,7 +205,7 @@ def test_under_json_an_error_is_json_on_stdout_with_the_same_exit_code(tmp_path)
     assert "error:" in proc.stderr  # and still on stderr for a person
     usage = _run(["audit", "--json"], tmp_path)
     assert usage.returncode == 2 and json.loads(usage.stdout) == {
-        "error": "Missing argument 'model_ref'.", "exit_code": 2, "hint": "see 'repro-audit audit --help'"}
+        "error": "Missing argument 'MODEL_REF'.", "exit_code": 2, "hint": "see 'repro-audit audit --help'"}
 
 
 def test_piped_output_never_wraps_or_cuts_a_digest(sqlite_tracking_uri, tmp_path):
