@@ -60,6 +60,19 @@ TAG_REPORT_URL = "repro.audit.report_url"
 #: version tag prefix: ``repro.audit.tier.<tier>`` = that tier's status in the last audit (short, beside the verdict)
 TAG_AUDIT_TIER_PREFIX = "repro.audit.tier."
 
+# -- where a person looks in MLflow's UI (the ``repro.audit.*`` tags above are for the tools) ------
+#: version tag: the latest verdict again, under a short key MLflow's UI lists first (it sorts tag keys by character
+#: code, and ``_`` comes before every lowercase letter; MLflow allows no ``!``), so the versions list shows its value
+TAG_SUMMARY = "_repro"
+#: the markers around the block each audit writes at the top of a version's description (markdown; its page shows no
+#: HTML comment): the verdict, its date and links. Only what lies between them is rewritten: the rest is the user's
+DESCRIPTION_START = "<!-- repro-audit -->"
+DESCRIPTION_END = "<!-- /repro-audit -->"
+#: MLflow's longest model-version description (its SQL column)
+MAX_VERSION_DESCRIPTION = 5000
+#: MLflow's own run tag its UI shows as the run's description (markdown): an audit run's names the version it audited
+MLFLOW_NOTE = "mlflow.note.content"
+
 # -- params logged at training time (MLflow params cannot be overwritten through the API) ---
 PARAM_RECORD_DIGEST = TAG_RECORD_DIGEST
 PARAM_SEED = "repro.seed"

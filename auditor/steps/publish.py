@@ -14,6 +14,7 @@ from auditor.judge.result import AuditResult, Verdict
 from auditor.settings import EVIDENCE_PACKS, REPORTS
 from auditor.steps.anchoring import add_second_anchors, anchor_params
 from auditor.steps.common import Progress, now
+from auditor.steps.mlflow_view import describe_version, run_note
 from auditor.tags import TAG_AUDIT_DATE, TAG_AUDIT_PREVIOUS_DATE, TAG_AUDIT_RUN, TAG_REPORT
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,7 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
     progress("anchoring the ledger in MLflow")
     try:
-        run_id = log_audit_run(session, info, result, publication)
+        run_id = log_audit_run(session, info, result, publication, date=date)
     except BadInput as exc:  # the report is out, its anchor is not: infrastructure to retry, not the caller's input
         raise InfrastructureError(
             f"{info.ref}: the report is published but ledger entry {publication.seq} is not anchored in MLflow ({exc})",
@@ -126,6 +127,9 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
         if previous and previous != date:
             tags[TAG_AUDIT_PREVIOUS_DATE] = previous
         session.registry.set_tags(info, tags)
+    # the verdict where a person looks: atop the version's description, with links to the report and the audit run
+    describe_version(session, info, result.verdict.value, date, publication.report_key, run_id,
+                     report_url(session.settings, publication.report_key))
     if session.settings.evidence_packs:
         from auditor.errors import ReproError
 
@@ -167,22 +171,25 @@ def report_url(settings: Any, report_key: str) -> str | None:
 
 
 def outcome_tags(session: Any, result: AuditResult, publication: Any) -> dict[str, str]:
-    """Short version tags beside the verdict: each tier's status, and the report's web address when it has one."""
-    from auditor.tags import TAG_AUDIT_TIER_PREFIX, TAG_REPORT_URL
+    """Short version tags beside the verdict: each tier's status, the report's web address when it has one, and the
+    verdict again under the key MLflow's UI lists first (``TAG_SUMMARY``)."""
+    from auditor.tags import TAG_AUDIT_TIER_PREFIX, TAG_REPORT_URL, TAG_SUMMARY
 
-    tags = {f"{TAG_AUDIT_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()}
+    tags = {TAG_SUMMARY: result.verdict.value}
+    tags.update({f"{TAG_AUDIT_TIER_PREFIX}{name}": tier.status for name, tier in result.tiers.items()})
     url = report_url(session.settings, publication.report_key)
     if url:
         tags[TAG_REPORT_URL] = url
     return tags
 
 
-def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any) -> str:
+def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any, *, date: str | None = None) -> str:
     """Log the audit as a run of the audits experiment, once per audit; its params anchor the ledger head.
 
     MLflow refuses to change a param once logged, so the head written here (sequence number
     and entry hash, for this reports location and ledger id) is what ``evidence verify`` holds the ledger
-    to: a rewritten, re-chained or rolled-back ledger no longer matches it.
+    to: a rewritten, re-chained or rolled-back ledger no longer matches it. The run's description names the version
+    it audited (``date``: the audit's), with a link to its page.
     """
     from auditor import tags as t
 
@@ -203,6 +210,7 @@ def log_audit_run(session: Any, info: Any, result: AuditResult, publication: Any
     url = report_url(session.settings, publication.report_key)
     if url:
         run_tags[t.TAG_REPORT_URL] = url
+    run_tags[t.MLFLOW_NOTE] = run_note(info.name, str(info.version), result.verdict.value, date, url, publication.report_key)
     # the audit's real durations (MLflow's own Duration column is the time this run took to log)
     metrics = {f"audit.{k}": float(v) for k, v in result.timings.model_dump().items() if isinstance(v, (int, float))}
     for m in result.metrics:
