@@ -72,7 +72,7 @@ def trusted(name: str) -> bool:
 
 
 #: parameters that say how a model ran, not what it is
-SET_ASIDE_PARAMS = ("n_jobs", "verbose", "memory", "copy", "copy_X")
+SET_ASIDE_PARAMS = ("n_jobs", "n_threads", "verbose", "memory", "copy", "copy_X")  # n_threads: HistGradientBoosting's bin mapper echoes the OpenMP thread count
 
 
 class UntrustedModel(InputUnrecoverable):

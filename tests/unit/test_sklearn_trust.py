@@ -128,3 +128,15 @@ def test_a_type_that_cannot_be_saved_is_named_before_training(caplog):
         fingerprint(lambda: _mixed(HistGradientBoostingClassifier(max_iter=5)).fit(*_frame()))
     assert not [r for r in caplog.records if "cannot save without pickle" in r.getMessage()]
     assert [n.rsplit(".", 1)[-1] for n in flavor.unsaveable(own)] == ["Doubler"]
+
+
+def test_a_thread_count_the_bin_mapper_echoes_is_set_aside():
+    """HistGradientBoosting hands its bin mapper the OpenMP thread count it ran with (``_bin_mapper.n_threads``): a
+    rebuild on a worker with another count is the same model (found by the honest decoys in CI)."""
+    x, y = _frame()
+    a = MODELS["hist-gradient-boosting"]().fit(x, y)
+    b = MODELS["hist-gradient-boosting"]().fit(x, y)
+    b.named_steps["model"]._bin_mapper.n_threads = a.named_steps["model"]._bin_mapper.n_threads + 1
+    na, nb = flavor.normal_of(a), flavor.normal_of(b)
+    assert na.digest() == nb.digest()
+    assert any("n_threads" in s for s in na.set_aside)
