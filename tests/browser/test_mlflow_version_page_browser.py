@@ -21,7 +21,8 @@ from tests.browser.test_mlflow_report_browser import _frame_text
 from tests.fixtures.judged import floor, weight_diff
 from tests.integration.test_mlflow_verdict_description import world  # noqa: F401 - the fixture, shared
 
-pytestmark = pytest.mark.browser
+# extended: tests/integration/test_mlflow_verdict_description.py checks the description, the link and the run in CI
+pytestmark = [pytest.mark.browser, pytest.mark.extended]
 
 DESCRIPTION = """(() => {
   const section = document.querySelector('[data-testid="note-editor-preview-content"]');  // the rendered description

@@ -44,7 +44,8 @@ def _trap(world_size: bool, lr_file: str) -> str:
     return out
 
 
-@pytest.mark.parametrize("claim", ["declared-kernel", "script-set-world-size"])
+# the world-size claim's mechanism (the record keeps the framework's world size) is in CI in test_world_size.py
+@pytest.mark.parametrize("claim", ["declared-kernel", pytest.param("script-set-world-size", marks=pytest.mark.extended)])
 def test_a_claimed_noise_source_that_deterministic_execution_does_not_remove_widens_nothing(tmp_path, claim):
     world = World(tmp_path)
     lr_file = tmp_path / "lr_scale"
