@@ -116,6 +116,13 @@ def _pages(call, **kwargs: Any) -> Iterator[Any]:
             return
 
 
+def registered_names(client: Any, uri: str) -> list[str]:
+    """Every registered model's name, sorted, listed in pages: one listing for "did you mean" and for the look-alike
+    check at registration (``auditor.registry.tracking.look_alike_names``)."""
+    with mlflow_errors("listing registered models", uri):
+        return sorted(m.name for m in _pages(client.search_registered_models, max_results=MODEL_PAGE))
+
+
 class MlflowRegistry(Registry):
     """The registry behind an MLflow tracking (and optionally registry) URI."""
 
@@ -159,8 +166,7 @@ class MlflowRegistry(Registry):
                 yield self._info(mv, aliases.get((mv.name, str(mv.version)), ()), run_tags.get(mv.run_id, {}))
 
     def model_names(self) -> list[str]:
-        with mlflow_errors("listing registered models", self.uri):
-            return sorted(m.name for m in _pages(self.client.search_registered_models, max_results=MODEL_PAGE))
+        return registered_names(self.client, self.uri)
 
     def version_names(self, name: str) -> tuple[list[str], list[str]]:
         name_filter = f"name = {_quote(name)}"

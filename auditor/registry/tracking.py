@@ -287,11 +287,9 @@ def _redacted_copy(script: Path, folder: Path) -> Path:
 def look_alike_names(client: Any, uri: str, name: str) -> list[str]:
     """The registered models whose names look like ``name`` but are not it (``auditor.uris.look_alikes``: another case,
     another Unicode form, fullwidth letters): MLflow keeps each as a model of its own. Every name is listed, in pages."""
-    from auditor.registry.mlflow import MODEL_PAGE, _pages
+    from auditor.registry.mlflow import registered_names
 
-    with mlflow_errors("listing registered models", uri):
-        names = [m.name for m in _pages(client.search_registered_models, max_results=MODEL_PAGE)]
-    return look_alikes(name, names)
+    return look_alikes(name, registered_names(client, uri))
 
 
 def register(client: Any, uri: str, run_id: str, name: str, record: RunRecord) -> str:
