@@ -69,7 +69,7 @@ from auditor.digests import bare
 from auditor.judge.calibrate import is_duration, resolution
 from auditor.judge.expected import spread_is_execution_noise, why_no_noise
 from auditor.judge.floors import SameSeedFloor, check_floor, platform_differences, structure_problems
-from auditor.judge.result import Band, MetricResult, TierResult, Verdict, WeightDiff
+from auditor.judge.result import Band, MetricResult, TensorDiff, TierResult, Verdict, WeightDiff
 from auditor.judge.tolerance import as_number, check_metric
 from auditor.lineage.findings import Finding
 
@@ -282,14 +282,26 @@ def _bitwise(diff: WeightDiff | None, unrecoverable: str | None, error: str | No
                           summary=f"the rebuilt weights hash to {diff.sha256_b}, the record says {diff.sha256_a} (compared by hash: the registered file is missing)")
     details = [f"only in registered: {name}" for name in diff.only_in_a]
     details += [f"only in rebuild: {name}" for name in diff.only_in_b]
-    details += sorted(diff.described(), key=lambda line: not line.startswith("parameter "))  # the cause before its consequences
-    details += [
-        f"{t.name}: max |Δ| {t.max_abs}, rel L2 {t.rel_l2}, cosine {t.cosine} {t.note}".rstrip() for t in diff.worst
-    ]
+    described = sorted(diff.described(), key=_consequence)  # the cause before its consequences
+    details += described
+    details += [_worst_line(t) for t in diff.worst if f"{t.name}: {t.note}" not in described]  # each difference once
     summary = f"{diff.differing} of {diff.tensors} {diff.unit} differ"
     if diff.max_abs is not None:
         summary += f", max |Δ| {diff.max_abs:.3g}"
     return TierResult(name="bitwise", status="fail", summary=summary, details=details)
+
+
+def _consequence(line: str) -> bool:
+    """Sort key: False (first) for a differing parameter, the cause of the differences that follow from it."""
+    return not line.startswith("parameter ")
+
+
+def _worst_line(t: TensorDiff) -> str:
+    """One of the largest differences, its measures at four significant digits (as the report shows numbers; the
+    evidence's weight_diff keeps every digit), the measures a kind has not (a tree node's cosine) left out."""
+    measures = ", ".join(f"{label} {value:.4g}" for label, value in (("max |Δ|", t.max_abs), ("rel L2", t.rel_l2), ("cosine", t.cosine))
+                         if value is not None)
+    return f"{t.name}: {measures} {t.note}".strip()
 
 
 def _expected_bitwise(tier: TierResult, expected: str | None, structure: Sequence[str]) -> TierResult:
@@ -331,6 +343,7 @@ def judge(
     cannot tell a changed input from noise (``floors.Calibration.blind_floor``): weights within it then count for nothing.
     """
     structure = structure_problems(weight_diff) if weight_diff is not None else []
+    structure.sort(key=_consequence)  # a parameter (the cause) before the trees and values that follow from it
     weights = _weights_check(weight_diff, floor, platform, deterministic, expected)
     if blind_floor and weights[0] is True:  # within a blind floor proves nothing; beyond it still fails
         weights = (None, blind_floor, weights[2])

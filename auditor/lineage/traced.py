@@ -69,8 +69,10 @@ def registration_findings(record: RunRecord) -> list[Finding]:
                 message = f"read {entry.path} outside the snapshots ({entry.size} bytes): the record does not pin it"
             out.append(_warn("traced.file", f"traced.files[{i}]", message, FILE_HINT))
         for i, variable in enumerate(traced.env):
-            state = "unset" if variable.sha256 is None else "set"
-            out.append(_warn("traced.env", f"traced.env[{i}]", f"read environment variable {variable.name} ({state}): the record does not pin it", ENV_HINT))
+            # a variable read while unset (a library's switch, SCIPY_ARRAY_API, say) is pinned by the record as unset:
+            # a rebuild starts from a short allow-list plus the recorded pins, and one that finds it set is refused (compare)
+            if variable.sha256 is not None:
+                out.append(_warn("traced.env", f"traced.env[{i}]", f"read environment variable {variable.name} (set): the record does not pin its value", ENV_HINT))
     environment = record.environment
     if environment is not None:
         for name, pkg in environment.local_packages.items():

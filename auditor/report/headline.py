@@ -18,6 +18,8 @@ DATA_CHANGED_CODES = ("data.changed",)
 SOURCE_CHANGED_CODE = "data.source_changed"
 #: the causes whose evidence is the weights' distance (the report pictures it against the same-seed floor)
 WEIGHT_CAUSES = ("floor", "deterministic", "no_floor", "unseeded", "input_spread", "unverified")
+#: the causes whose failing evidence is the same-seed spread itself, not the rebuild's distance (the floor picture says so)
+SPREAD_CAUSES = ("input_spread", "unverified")
 
 
 class Cause(NamedTuple):
@@ -154,4 +156,4 @@ def cause(audit: AuditResult) -> Cause | None:
     return None
 
 
-__all__ = ["WEIGHT_CAUSES", "Cause", "cause"]
+__all__ = ["SPREAD_CAUSES", "WEIGHT_CAUSES", "Cause", "cause"]

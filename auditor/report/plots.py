@@ -14,7 +14,8 @@ from markupsafe import Markup
 
 from auditor.judge.result import MetricResult
 
-COLORS = {"band": "#cfe8d5", "spread": "#6b8f71", "registered": "#1f3b73", "inside": "#2e7d32", "outside": "#c62828"}
+COLORS = {"band": "#cfe8d5", "spread": "#6b8f71", "registered": "#1f3b73", "inside": "#2e7d32", "outside": "#c62828",
+          "spread_fails": "#f3c7c7", "not_judged": "#8a929c"}
 
 
 def _num(value: Any) -> float | None:
@@ -101,12 +102,15 @@ def _log_axis(values: list[float]) -> tuple[float, float]:
     return lo, max(hi, lo * 100)
 
 
-def floor_svg(diff: Any, floor: dict[str, Any] | None) -> Markup | None:
+def floor_svg(diff: Any, floor: dict[str, Any] | None, *, spread_fails: bool = False) -> Markup | None:
     """The rebuild's weight distance against the same-seed floor: per measure (max |Δ|, relative L2) the largest
     distance between same-seed reruns (green bar), the limit the judge holds a rebuild to (dashed, the floor times
     its margin) and the rebuild's distance (dot, red beyond the limit). Log axis. None when there is nothing to draw.
 
     ``diff`` is a ``WeightDiff``; ``floor`` what the report's evidence holds of the judged calibration's floor.
+    ``spread_fails``: the spread itself is the failing evidence (same-seed reruns that should be bit-identical, or a
+    noise claim the verification reruns did not bear out): the bar is drawn red, the limit is left out (no rebuild is
+    judged against it) and the dot grey, so the picture shows what the headline says.
     """
     limits = (floor or {}).get("thresholds") or {}
     rows = []
@@ -129,14 +133,16 @@ def floor_svg(diff: Any, floor: dict[str, Any] | None) -> Markup | None:
         y = top + i * row_h + row_h / 2
         parts.append(f'<text x="0" y="{y + 3:.2f}" font-size="8" font-family="DejaVu Sans, sans-serif">{label}</text>')
         if same_seed is not None:
-            parts.append(f'<rect x="{left}" y="{y - 6:.2f}" width="{max(x(same_seed) - left, 1.5):.2f}" height="12" fill="{COLORS["band"]}" '
-                         f'stroke="{COLORS["spread"]}" stroke-width="0.6"/>')
-        if limit is not None:
+            fill, stroke = (COLORS["spread_fails"], COLORS["outside"]) if spread_fails else (COLORS["band"], COLORS["spread"])
+            parts.append(f'<rect x="{left}" y="{y - 6:.2f}" width="{max(x(same_seed) - left, 1.5):.2f}" height="12" fill="{fill}" '
+                         f'stroke="{stroke}" stroke-width="0.6"/>')
+        if limit is not None and not spread_fails:
             parts.append(f'<line x1="{x(limit):.2f}" y1="{y - 9:.2f}" x2="{x(limit):.2f}" y2="{y + 9:.2f}" stroke="{COLORS["spread"]}" '
                          f'stroke-width="1.4" stroke-dasharray="3,2"/>')
         if rebuilt is not None:
             beyond = limit is None or rebuilt > limit
-            parts.append(f'<circle cx="{x(rebuilt):.2f}" cy="{y:.2f}" r="4" fill="{COLORS["outside" if beyond else "inside"]}"/>')
+            dot = COLORS["not_judged"] if spread_fails else COLORS["outside" if beyond else "inside"]
+            parts.append(f'<circle cx="{x(rebuilt):.2f}" cy="{y:.2f}" r="4" fill="{dot}"/>')
     parts.append(f'<line x1="{left}" y1="{axis}" x2="{right}" y2="{axis}" stroke="#000" stroke-width="0.8"/>')
     power = round(math.log10(lo))
     while 10.0 ** power <= hi * 1.0001:

@@ -20,7 +20,8 @@ from markupsafe import Markup, escape
 from auditor.digests import sha256_file_raw
 from auditor.report import plots, regmap, view
 from auditor.report.evidence import audit_of
-from auditor.report.headline import WEIGHT_CAUSES, cause
+from auditor.report.headline import SPREAD_CAUSES, WEIGHT_CAUSES, cause
+from auditor.report.tidy import tag_lines, ticks
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
 from auditor.tags import TAG_BANDS
 from auditor.uris import visible
@@ -114,6 +115,8 @@ def environment() -> Environment:
     env.filters["short_uri"] = short_uri
     env.filters["css_string"] = css_string
     env.filters["visible"] = visible  # a registry-provided name, its hidden characters written out (auditor.uris)
+    env.filters["ticks"] = ticks  # our messages' `backticked` commands as code
+    env.filters["tag_lines"] = tag_lines
     env.globals["static"] = static
     # names the pages print come from their one home, as in the Python modules
     env.globals["names"] = {"TAG_BANDS": TAG_BANDS, "SIGNING_KEY": SIGNING_KEY.name, "OVERDUE_DAYS": OVERDUE_DAYS.name}
@@ -149,7 +152,9 @@ def render_report(doc: dict[str, Any]) -> str:
     failed = cause(audit)
     ctx["weights_failed"] = failed is not None and failed.key in WEIGHT_CAUSES
     ctx["failed_key"] = failed.key if failed is not None else None
-    ctx["floor_svg"] = plots.floor_svg(audit.weight_diff, floor) if audit.weight_diff is not None and not audit.weight_diff.identical else None
+    ctx["spread_fails"] = ctx["failed_key"] in SPREAD_CAUSES
+    ctx["floor_svg"] = (plots.floor_svg(audit.weight_diff, floor, spread_fails=ctx["spread_fails"])
+                        if audit.weight_diff is not None and not audit.weight_diff.identical else None)
     return environment().get_template("report.html.j2").render(**ctx)
 
 

@@ -13,6 +13,7 @@ from markupsafe import Markup
 from auditor.judge.result import AuditResult, Verdict
 from auditor.lineage.findings import Finding
 from auditor.report.headline import cause as failing_cause
+from auditor.report.tidy import quiet_tiers
 
 TIER_ORDER = ("lineage", "artifact_recovery", "statistical", "bitwise")
 TIER_TITLES = {
@@ -493,7 +494,7 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "explanation": explanation,
         "problems": problems(audit),
         "distance_legend": DISTANCE_LEGEND,
-        "tiers": tiers(audit),
+        "tiers": quiet_tiers(tiers(audit)),
         "lineage": lineage(audit),
         "support": support(audit),
         "drift": None if drift is None or drift.empty else drift,

@@ -405,6 +405,16 @@ def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
     _bits_over_unknown_inputs(a)
     a.platform = platform_fingerprint(rebuilt.record.environment if rebuilt.record else None)
     a.drift = drift(a.record, rebuilt)
+    _image_answered(a)
+
+
+def _image_answered(a: _Audit) -> None:
+    """The gate warns that a record without an image leaves the rebuild to "whatever environment the auditor has":
+    a rebuild whose environment matched the record's (no drift: interpreter, platform, every package) and whose model
+    is bit-identical answered that warning for this audit, so the report does not repeat it. Any drift, or any other
+    model, keeps it (it may be the reason)."""
+    if a.drift is not None and a.drift.empty and a.weight_diff is not None and a.weight_diff.identical:
+        a.findings = [f for f in a.findings if f.code != "environment.no_image"]
 
 
 def _predictions(a: _Audit, rebuilt: RunResult) -> None:

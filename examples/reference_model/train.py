@@ -156,6 +156,12 @@ def main() -> None:
         data={"train": os.environ.get("REPRO_TRAIN_DATA", "")},
         experiment="reference-model",
     ) as run:
+        # the held-out split is cut once, by make_data.py, and stored in the snapshot: say so, with its seed
+        meta_file = run.data_path("train") / "meta.json"
+        if meta_file.is_file():
+            meta = json.loads(meta_file.read_text())
+            run.record_split("train", f"fixed held-out split ({meta['test_fraction']:.0%} of rows) cut by make_data.py "
+                             "and stored in the snapshot as train_*.npy / test_*.npy", seed=int(meta["seed"]))
         if run.weights_to_evaluate is not None:  # the audit re-evaluates the registered weights
             run.log_metrics(evaluate_saved(run.config, load(run.data_path("train")), run.weights_to_evaluate))
             return

@@ -113,6 +113,7 @@ def main() -> None:
                        data={"train": auditor.generated(x=x, y=y)}, experiment="tabular") as run:
         cfg = planted(run.config)
         cut = int(0.75 * len(y))
+        run.record_split("train", "the first 75% of rows train, the last 25% are held out (no shuffle)", train_rows=cut)
         model = build(cfg, run.seed).fit(x[:cut], y[:cut])
         proba = model.predict_proba(x[cut:])[:, 1]
         decisions = proba >= float(cfg["threshold"])

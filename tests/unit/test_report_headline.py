@@ -149,4 +149,7 @@ def test_same_seed_spread_the_record_gives_no_reason_for_is_the_headline_and_the
     assert found is not None and found.key == "input_spread", (found, audit.tiers["statistical"].summary)
     assert "outside the same-seed floor" not in found.title
     html = render_report(build_evidence(audit, settings=Settings()))
-    assert "the bar itself is the failing evidence" in html
+    assert "this is the failing evidence" in html and "no distance inside this spread proves anything" in html
+    svg = html[html.index('class="floor-strip"'):html.index("</svg>", html.index('class="floor-strip"'))]
+    # the picture agrees with the headline: the spread drawn red, no green "within the limit" dot, no limit line
+    assert 'fill="#f3c7c7"' in svg and 'fill="#2e7d32"' not in svg and "stroke-dasharray" not in svg

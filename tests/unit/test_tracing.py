@@ -237,3 +237,13 @@ def test_the_fix_offered_for_a_traced_file_fits_where_it_lies():
 
     assert file_hint("$REPO/cache/earlier.pkl") == CACHED_HINT and "remove it before training" in CACHED_HINT
     assert file_hint("~/features.csv") == FILE_HINT
+
+
+def test_a_variable_read_while_unset_is_no_registration_warning_but_a_rebuild_that_finds_it_set_is_refused():
+    """A library's switch read while unset (SCIPY_ARRAY_API by scikit-learn's import) is pinned as unset: the honest
+    scorecard's report warned about it though nothing could change it; a rebuild that finds it set is still refused."""
+    unset = _rec(env=[TracedVariable(name="SCIPY_ARRAY_API", sha256=None)])
+    assert [f for f in check(unset) if f.code == "traced.env"] == []
+    now_set = _rec(env=[TracedVariable(name="SCIPY_ARRAY_API", sha256=sha(b"1"))])
+    found = compare(unset, now_set)
+    assert [f.code for f in found] == ["traced.env_changed"] and found[0].blocking

@@ -1,0 +1,68 @@
+"""Issue 40, build 5: a quiet report. Each line once (lineage warnings in the lineage table, the model's differences
+under Bitwise), backticks as code, JSON tags as key: value lines, long lists collapsed, the explanation said once."""
+
+from __future__ import annotations
+
+import json
+
+from auditor.judge.result import TensorDiff, Verdict, WeightDiff
+from auditor.judge.verdict import judge
+from auditor.lineage.findings import Finding
+from auditor.report.evidence import build_evidence
+from auditor.report.render import render_report
+from auditor.report.tidy import quiet_tiers, tag_lines, ticks
+from auditor.settings import Settings
+from tests.fixtures.audits import make_audit
+
+
+def _row(key, summary, details):
+    return {"key": key, "title": key, "status": "fail", "summary": summary, "details": details}
+
+
+def test_a_line_two_tiers_share_is_shown_under_bitwise_and_counted_under_statistical():
+    shared = ["parameter eta: '0.1' vs '0.12'", "tree 4 node 0: split threshold differs on feature 0: 0.07 vs 0.17"]
+    rows = quiet_tiers([_row("statistical", "another model", [*shared, "auc: inside"]), _row("bitwise", "2 of 9 differ", shared)])
+    stat, bit = rows
+    assert bit["details"] == shared
+    assert stat["details"] == ["the 2 model difference(s) the Bitwise tier lists (the cause first)", "auc: inside"]
+
+
+def test_lineage_warnings_are_left_to_the_lineage_table_and_a_detail_repeating_the_summary_goes():
+    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] data.train.split: not recorded (fix: record it)"]),
+                        _row("statistical", "2 same-seed reruns differ", ["weights: 2 same-seed reruns differ", "auc: inside"])])
+    assert rows[0]["details"] == ["1 warning(s), each with its fix, in the lineage table below"]
+    assert rows[1]["details"] == ["auc: inside"]
+
+
+def test_backticks_become_code_and_markup_stays_text():
+    assert str(ticks("run `repro-audit calibrate` <b>now</b>")) == "run <code>repro-audit calibrate</code> &lt;b&gt;now&lt;/b&gt;"
+    assert str(ticks("no ticks")) == "no ticks" and str(ticks(None)) == ""
+    assert "<code>" not in str(ticks("a lone ` tick"))
+
+
+def test_a_json_tag_reads_as_key_value_lines_and_other_tags_as_they_are():
+    value = json.dumps({"calibrated_at": "2026-12-05", "cost": {"reruns": 7, "cpu_s": 33.6531, "accelerator_s": None},
+                        "deterministic": True, "kind": "repro.calibration"})
+    assert tag_lines(value, limit=10) == ["calibrated_at: 2026-12-05", "cost.accelerator_s: —", "cost.cpu_s: 33.65",
+                                          "cost.reruns: 7", "deterministic: yes", "kind: repro.calibration"]
+    assert tag_lines(value, limit=2)[-1].startswith("… and 4 more")
+    assert tag_lines("team-risk") is None and tag_lines("{not json") is None and tag_lines('["a"]') is None
+
+
+def test_the_rendered_page_says_each_line_once_and_collapses_long_lists():
+    diff = WeightDiff(identical=False, tensors=30, differing=30, max_abs=0.5,
+                      worst=[TensorDiff(name=f"w{i}", shape_a=[2], shape_b=[2], max_abs=0.5 / (i + 1), rel_l2=0.123456789,
+                                        cosine=0.987654321) for i in range(14)])
+    warning = Finding(code="data.split_missing", path="data.train.split", severity="warning",
+                      message="how the data was split is not recorded", hint="call `run.record_split`")
+    verdict, tiers = judge(findings=[warning], recovery=None, metric_results=[], weight_diff=diff)
+    audit = make_audit(verdict).model_copy(update={"tiers": tiers, "weight_diff": diff, "findings": [warning]})
+    html = render_report(build_evidence(audit, settings=Settings()))
+    assert html.count("how the data was split is not recorded") == 1  # the lineage table only
+    assert "call <code>run.record_split</code>" in html
+    assert "rel L2 0.1235, cosine 0.9877" in html and "0.123456789" not in html.split('id="evidence"')[0]
+    assert "<details><summary>" in html and "more (open)" in html
+    if audit.verdict is not Verdict.REPRODUCED_BITWISE:  # a problem box: its explanation is not repeated under the tiers
+        start = html.index('id="problems"')
+        explanation = html[html.index("<p>", start) + 3:html.index("</p>", start)]
+        assert html.count(explanation) == 1
