@@ -113,6 +113,8 @@ class StructuralDiff:
     first: str | None = None  # the first divergence, in model order
     cause: str | None = None  # the first parameter that differs, with both values: the input that explains the rest
     set_aside: list[str] = field(default_factory=list)
+    #: the first divergent tree beside its registered twin: (tree, [(node, registered, rebuilt), ...]) in node order
+    twin: tuple[int, list[tuple[int, str, str]]] | None = None
 
 
 #: a list of at least this many numbers of one type is keyed by the digest of its exact bits (``_packed``)
@@ -282,8 +284,27 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
         meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True, kind="file"))
         out.compared += 1
     _totals(out, entries + meta, va, vb)  # parameters last: the first divergence named is in the model
+    out.twin = _twin(a.trees, b.trees, entries)
     out.cause = next((f"{e.name}: {e.note}" for e in meta if e.kind == "parameter"), None)  # the input that explains it
     return out
+
+
+#: how many nodes of the first divergent tree the report shows beside its twin (a depth-4 binary tree)
+TWIN_NODES = 31
+
+
+def _twin(ta: Sequence[Sequence[Node]], tb: Sequence[Sequence[Node]], entries: Sequence[Entry]) -> tuple[int, list[tuple[int, str, str]]] | None:
+    """The first tree an entry names, both versions described node by node (its first ``TWIN_NODES`` nodes)."""
+    first = next((e.name for e in entries if e.name.startswith("tree ")), None)
+    if first is None:
+        return None
+    i = int(first.split()[1])
+    if i >= len(ta) or i >= len(tb):
+        return None
+    a, b = ta[i], tb[i]
+    rows = [(j, _describe(a[j]) if j < len(a) else "—", _describe(b[j]) if j < len(b) else "—")
+            for j in range(min(max(len(a), len(b)), TWIN_NODES))]
+    return i, rows
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:

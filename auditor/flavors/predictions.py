@@ -118,6 +118,7 @@ class PredictionDiff:
     max_abs_score: float  # the largest score (probability) difference
     flips: int  # rows whose decision differs
     threshold: float
+    by_score: tuple[tuple[float, float, int, int], ...] = ()  # (low, high, rows, flips) per bin of the registered score
 
     @property
     def flip_rate(self) -> float:
@@ -143,7 +144,18 @@ def compare(arrays: dict[str, np.ndarray], threshold: float) -> PredictionDiff:
     if not (np.all(np.isfinite(ra)) and np.all(np.isfinite(rb)) and np.all(np.isfinite(sa)) and np.all(np.isfinite(sb))):
         raise MalformedRecord("a score is NaN or infinite: the predictions cannot be compared")
     rows = len(sa)
-    flips = int(np.count_nonzero(decisions(sa, threshold) != decisions(sb, threshold)))
+    flipped = decisions(sa, threshold) != decisions(sb, threshold)
+    flips = int(np.count_nonzero(flipped))
     gap_raw = float(np.max(np.abs(ra - rb))) if ra.size else 0.0
     gap_score = float(np.max(np.abs(sa - sb))) if sa.size else 0.0
-    return PredictionDiff(rows=rows, max_abs_raw=gap_raw, max_abs_score=gap_score, flips=flips, threshold=float(threshold))
+    return PredictionDiff(rows=rows, max_abs_raw=gap_raw, max_abs_score=gap_score, flips=flips, threshold=float(threshold),
+                          by_score=_by_score(sa, flipped) if flips else ())
+
+
+def _by_score(scores: np.ndarray, flipped: np.ndarray, bins: int = 20) -> tuple[tuple[float, float, int, int], ...]:
+    """Where the flips are: rows and flipped rows per bin of the registered model's score (the report's picture)."""
+    lo, hi = float(np.min(scores)), float(np.max(scores))
+    edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+    rows, _ = np.histogram(scores, bins=edges)
+    flips, _ = np.histogram(scores[flipped], bins=edges)
+    return tuple((float(edges[i]), float(edges[i + 1]), int(rows[i]), int(flips[i])) for i in range(bins))

@@ -90,6 +90,10 @@ def as_weight_diff(diff: Any, flavor: str) -> tuple[WeightDiff, dict[str, str]]:
         evidence["model.first_divergence"] = diff.first
     if diff.cause:
         evidence["model.cause"] = diff.cause
+    if diff.twin is not None:  # the report draws the first divergent tree beside its registered twin
+        import json
+
+        evidence["model.first_tree"] = json.dumps({"tree": diff.twin[0], "nodes": [list(r) for r in diff.twin[1]]})
     result = WeightDiff(identical=diff.identical, tensors=diff.compared, differing=diff.differing, max_abs=diff.max_abs,
                         rel_l2=diff.rel_l2, only_in_a=list(diff.only_in_a), only_in_b=list(diff.only_in_b),
                         mismatched=list(diff.structural), worst=worst, unit="part(s) (parameters, trees, arrays)")
@@ -137,6 +141,10 @@ def prediction_evidence(recorded: dict[str, Any], rebuild_dir: Any, *, floor: An
              "predictions.threshold": repr(threshold), "predictions.max_abs_raw_score": repr(found.max_abs_raw),
              "predictions.max_abs_score": repr(found.max_abs_score), "predictions.flips": str(found.flips),
              "predictions.decision_flip_rate": repr(found.flip_rate)}
+    if found.by_score:  # where the flips are, by the registered score: the report draws it
+        import json
+
+        lines["predictions.flips_by_score"] = json.dumps([list(b) for b in found.by_score])
     result = check_metric(found.flip_rate, None, name=FLIP_METRIC)
     if meta.get("data_sha256") != recorded.get("data_sha256") or meta.get("rows") != recorded.get("rows"):
         result.inside = False

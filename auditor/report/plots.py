@@ -152,3 +152,41 @@ def floor_svg(diff: Any, floor: dict[str, Any] | None, *, spread_fails: bool = F
         power += 1
     parts.append("</svg>")
     return Markup("".join(parts))  # noqa: S704 - numbers and our own two labels only, see module docstring
+
+
+def flips_svg(by_score: list[list[float]], threshold: float | None) -> Markup | None:
+    """Where decisions flip, by the registered model's score: rows per score bin (grey), the flipped rows among
+    them (red, drawn at least 3 px high and counted above the bar), the decision threshold dashed. One scale, so a
+    reader sees that the flips sit at the threshold (or do not). None when there is nothing to draw."""
+    bins = [(float(lo), float(hi), int(rows), int(flips)) for lo, hi, rows, flips in by_score or []]
+    if not bins or not any(b[3] for b in bins):
+        return None
+    width, left, right, top, axis = 461, 30, 447, 14, 96
+    lo, hi = bins[0][0], bins[-1][1]
+    most = max(b[2] for b in bins) or 1
+
+    def x(v: float) -> float:
+        return left + (v - lo) / ((hi - lo) or 1.0) * (right - left)
+
+    def h(count: int) -> float:
+        return count / most * (axis - top)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{axis + 18}" viewBox="0 0 {width} {axis + 18}" '
+             f'class="flips-strip" role="img">']
+    for b_lo, b_hi, rows, flips in bins:
+        x0, w = x(b_lo) + 0.5, max(x(b_hi) - x(b_lo) - 1, 1)
+        parts.append(f'<rect x="{x0:.2f}" y="{axis - h(rows):.2f}" width="{w:.2f}" height="{h(rows):.2f}" fill="#d5d9de"/>')
+        if flips:
+            fh = max(h(flips), 3.0)
+            parts.append(f'<rect x="{x0:.2f}" y="{axis - fh:.2f}" width="{w:.2f}" height="{fh:.2f}" fill="{COLORS["outside"]}"/>'
+                         f'<text x="{x0 + w / 2:.2f}" y="{axis - fh - 2:.2f}" font-size="7" font-family="DejaVu Sans, sans-serif" '
+                         f'text-anchor="middle" fill="{COLORS["outside"]}">{flips}</text>')
+    if threshold is not None and lo <= threshold <= hi:
+        parts.append(f'<line x1="{x(threshold):.2f}" y1="{top - 6}" x2="{x(threshold):.2f}" y2="{axis}" stroke="#000" '
+                     f'stroke-width="1" stroke-dasharray="3,2"/>')
+    parts.append(f'<line x1="{left}" y1="{axis}" x2="{right}" y2="{axis}" stroke="#000" stroke-width="0.8"/>')
+    for v, anchor in ((lo, "start"), (hi, "end")):
+        parts.append(f'<text x="{x(v):.2f}" y="{axis + 12}" font-size="7" font-family="DejaVu Sans, sans-serif" '
+                     f'text-anchor="{anchor}">{v:.3g}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))  # noqa: S704 - numbers only, from the evidence's own floats and ints

@@ -152,10 +152,38 @@ def render_report(doc: dict[str, Any]) -> str:
     failed = cause(audit)
     ctx["weights_failed"] = failed is not None and failed.key in WEIGHT_CAUSES
     ctx["failed_key"] = failed.key if failed is not None else None
+    ctx["flips_svg"] = _flips_picture(audit.evidence or {})
+    ctx["twin"] = _twin(audit.evidence or {})
     ctx["spread_fails"] = ctx["failed_key"] in SPREAD_CAUSES
     ctx["floor_svg"] = (plots.floor_svg(audit.weight_diff, floor, spread_fails=ctx["spread_fails"])
                         if audit.weight_diff is not None and not audit.weight_diff.identical else None)
     return environment().get_template("report.html.j2").render(**ctx)
+
+
+def _flips_picture(evidence: dict[str, Any]) -> Markup | None:
+    """Where the decisions flip, by score (``predictions.flips_by_score``); None when none flips or it is unreadable."""
+    import json
+
+    try:
+        bins = json.loads(evidence.get("predictions.flips_by_score") or "[]")
+        threshold = float(evidence["predictions.threshold"]) if evidence.get("predictions.threshold") else None
+        return plots.flips_svg(bins, threshold)
+    except (ValueError, TypeError):  # an evidence file from another version: the numbers above still say it
+        return None
+
+
+def _twin(evidence: dict[str, Any]) -> dict[str, Any] | None:
+    """The first divergent tree beside its registered twin (``model.first_tree``), rows as (node, a, b, differs)."""
+    import json
+
+    try:
+        twin = json.loads(evidence.get("model.first_tree") or "null")
+        if not isinstance(twin, dict):
+            return None
+        rows = [(int(n), str(a), str(b), a != b) for n, a, b in twin["nodes"]]
+        return {"tree": int(twin["tree"]), "rows": rows}
+    except (ValueError, TypeError, KeyError):  # an evidence file from another version: the findings still say it
+        return None
 
 
 def render_report_bytes(doc: dict[str, Any]) -> bytes:

@@ -108,8 +108,12 @@ def _publish(session: Any, info: Any, result: AuditResult, date: str, progress: 
     from auditor.report.publish import publish
 
     progress("publishing the report")
-    log.info("publish %s: %s to %s", info.ref, result.verdict.value, session.settings.reports)
     publication = publish(result, session.store, settings=session.settings, key=session.signer)  # completes a half-done publish
+    if publication.created:
+        log.info("publish %s: %s to %s", info.ref, result.verdict.value, session.settings.reports)
+    else:  # a second audit the same day: the day's evidence stands, nothing was rebuilt or written again
+        log.info("publish %s: the %s audit of %s is already published in %s; checking its anchor and tags",
+                 info.ref, result.verdict.value, date, session.settings.reports)
     report_uri = f"{publication.location.rstrip('/')}/{publication.report_key}"
     progress("anchoring the ledger in MLflow")
     try:

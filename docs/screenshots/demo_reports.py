@@ -6,7 +6,8 @@ After ``make demo``::
 
 For the newest report of each of three demo versions it takes a screenshot and checks the page Chromium rendered:
 the XGBoost version whose rebuild resolves another learning rate headlines that parameter with both values and the
-flip count, and its first Bitwise finding is the parameter; the PyTorch OUT_OF_TOLERANCE version's headline and floor
+flip count, its first Bitwise finding is the parameter, its problem box shows where (by score) the decisions flip and
+its weights section the first divergent tree beside its registered twin; the PyTorch OUT_OF_TOLERANCE version's headline and floor
 picture agree (the spread drawn red as the failing evidence, no green "within the limit" dot); the clean reference
 version carries no warning. Exits 1 naming each check that failed.
 """
@@ -56,6 +57,11 @@ def checks(name: str, version: str, dom: str, evidence: dict) -> list[str]:
         first = text(bitwise[bitwise.index("<li>"):bitwise.index("</li>")])
         if not first.startswith("parameter ") or "eta" not in first:
             failed.append(f"xgboost first bitwise finding: {first}")
+        box = dom[dom.index('id="problems"'):dom.index("</section>", dom.index('id="problems"'))]
+        if 'class="flips-strip"' not in box:
+            failed.append("xgboost picture: the problem box does not show where the decisions flip")
+        if "beside its registered twin" not in dom:
+            failed.append("xgboost: no first divergent tree beside its twin")
     elif version == "4":
         svg = dom[dom.index('class="floor-strip"'):dom.index("</svg>", dom.index('class="floor-strip"'))]
         if "same-seed reruns differ" not in banner:

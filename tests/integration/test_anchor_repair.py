@@ -8,6 +8,8 @@ artifacts, status), names MLflow refuses are made safe up front, and a changed a
 from __future__ import annotations
 
 import json
+import logging
+import re
 
 import pytest
 
@@ -86,7 +88,7 @@ def mlflow_world(tmp_path, template, **env):
 
 
 def test_mlflow_refusing_the_anchor_once_then_a_rerun_completes_it_and_verify_passes(tmp_path, _mlflow_sqlite_template,
-                                                                                     capsys, monkeypatch):
+                                                                                     capsys, monkeypatch, caplog):
     """Acceptance 3: the audits experiment is deleted (MLflow then refuses every run in it: INVALID_STATE), so the
     report is published and its anchor refused: exit 3 (infrastructure, retry), not 2. Restored, the same audit
     re-run completes the anchor; evidence verify passes; the exit codes are the table's (auditor.errors.EXIT_CODES)."""
@@ -119,8 +121,13 @@ def test_mlflow_refusing_the_anchor_once_then_a_rerun_completes_it_and_verify_pa
     assert "no anchor outside the reports folder names this ledger" in doc["problems"][0]["message"]
 
     client.restore_experiment(experiment)
-    again = session(settings).audit(refs[0], options)
+    with caplog.at_level(logging.INFO, logger="auditor.steps.publish"):
+        again = session(settings).audit(refs[0], options)
     assert again.publish_failure is None and again.skipped  # the stored evidence, finished: not audited twice
+    said = [r.getMessage() for r in caplog.records if r.name == "auditor.steps.publish"]
+    # issue 40: the second audit of the day says the day's audit is already published, never "publish … to …"
+    assert any("is already published in" in line for line in said), said
+    assert not any(re.match(r"publish \S+: [A-Z_]+ to ", line) for line in said), said
     assert exit_code(again.result.verdict.value) == EXIT_CODES[Verdict.REPRODUCED_BITWISE.value] == 0
     runs = client.search_runs([experiment])
     assert len(runs) == 1 and runs[0].data.params["repro.ledger.seq"] == "0" and runs[0].info.status == "FINISHED"

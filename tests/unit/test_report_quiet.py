@@ -66,3 +66,47 @@ def test_the_rendered_page_says_each_line_once_and_collapses_long_lists():
         start = html.index('id="problems"')
         explanation = html[html.index("<p>", start) + 3:html.index("</p>", start)]
         assert html.count(explanation) == 1
+
+
+def test_where_decisions_flip_is_drawn_by_score_with_the_threshold():
+    """Issue 40, build 3: a tabular divergence's picture shows where, by score, the flipped decisions are."""
+    import numpy as np
+
+    from auditor.flavors import predictions
+    from auditor.report import plots
+
+    scores = np.linspace(0.0, 1.0, 500)
+    moved = scores.copy()
+    moved[(scores > 0.48) & (scores < 0.5)] += 0.03  # rows just under the threshold cross it in the rebuild
+    found = predictions.compare(dict(zip(predictions.ARRAYS, (scores, moved, scores, moved), strict=True)), 0.5)
+    assert found.flips == int(np.count_nonzero((scores > 0.48) & (scores < 0.5)))
+    assert sum(b[2] for b in found.by_score) == 500 and sum(b[3] for b in found.by_score) == found.flips
+    flipped_bins = [b for b in found.by_score if b[3]]
+    assert all(b[0] <= 0.5 <= b[1] + 0.06 for b in flipped_bins), flipped_bins  # at the threshold, not elsewhere
+    svg = str(plots.flips_svg([list(b) for b in found.by_score], 0.5))
+    assert 'class="flips-strip"' in svg and 'fill="#c62828"' in svg and "stroke-dasharray" in svg
+    assert plots.flips_svg([[0.0, 1.0, 10, 0]], 0.5) is None  # nothing flips: no picture
+
+
+def test_the_first_divergent_tree_is_shown_beside_its_registered_twin():
+    """Issue 40, build 3: the first tree that differs, node by node, both versions side by side."""
+    import json
+
+    from auditor.flavors.base import Node, Normal, diff_normals
+    from auditor.judge.models import as_weight_diff
+
+    def tree(threshold):
+        return [Node(feature=0, threshold=0.5, children=(1, 2)), Node(feature=1, threshold=threshold, children=(3, 4)),
+                Node(value=(0.1,)), Node(value=(0.2,)), Node(value=(0.3,))]
+
+    a = Normal(flavor="xgboost", trees=[tree(1.0), tree(1.0)])
+    b = Normal(flavor="xgboost", trees=[tree(1.0), tree(1.75)])
+    diff, evidence = as_weight_diff(diff_normals(a, b), "xgboost")
+    twin = json.loads(evidence["model.first_tree"])
+    assert twin["tree"] == 1 and len(twin["nodes"]) == 5
+    differing = [n for n in twin["nodes"] if n[1] != n[2]]
+    assert differing == [[1, "split on feature 1 at 1.0", "split on feature 1 at 1.75"]]
+    audit = make_audit(Verdict.OUT_OF_TOLERANCE).model_copy(update={"weight_diff": diff, "evidence": evidence})
+    html = render_report(build_evidence(audit, settings=Settings()))
+    assert "Tree 1, the first that differs, beside its registered twin" in html
+    assert html.count('class="differs"') == 1
