@@ -21,7 +21,7 @@ from auditor.judge.result import Band
 from auditor.lineage.findings import Finding
 from auditor.rebuild.run import RunResult, run_recipe
 from auditor.steps import noise_claims
-from auditor.steps.common import Progress, in_parallel, now, require_complete_lineage
+from auditor.steps.common import Progress, in_parallel, now, require_complete_lineage, resolving
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +207,8 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
 
     _check_counts(reruns, same_seed)
     run_with = session.runner(runner)
+    info = resolving(session, model_ref, progress)
     registry = session.registry
-    info = registry.resolve(model_ref)
     record, diff = registry.load_record(info)
     require_complete_lineage(info.ref, record, diff)
     if record.seeds is None or record.seeds.seed is None:

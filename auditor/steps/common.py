@@ -75,6 +75,16 @@ def drift(record: RunRecord, run: RunResult) -> EnvDrift | None:
     return None
 
 
+def resolving(session: Any, ref: str, progress: Progress) -> Any:
+    """``ref`` resolved in the session's registry, said first: the registry's client opens here, lazily (MLflow's
+    import and store take seconds), so the first progress line comes before it, not after (issue 41)."""
+    import logging
+
+    progress(f"resolving {ref} in the registry")
+    logging.getLogger("auditor.steps").info("%s: resolving it in the registry at %s", ref, redacted(session.settings.tracking_uri or "the default"))
+    return session.registry.resolve(ref)
+
+
 def redacted(uri: str) -> str:
     from auditor.lineage.redact import redact_text
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InfrastructureError, ReproError
-from auditor.steps.common import Progress, quiet
+from auditor.steps.common import Progress, quiet, resolving
 from auditor.steps.options import AuditOptions, AuditOutcome
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class Session:
         options = options or AuditOptions()
         self.runner(options.runner)  # an unknown runner is the caller's error, said before anything else
         try:
-            info = self.registry.resolve(ref)  # pinned: an alias may move while we work
+            info = resolving(self, ref, progress)  # pinned: an alias may move while we work
         except InfrastructureError:
             raise
         except ReproError as exc:

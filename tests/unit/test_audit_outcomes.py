@@ -503,3 +503,14 @@ def test_the_audits_own_reruns_that_differ_under_an_expected_bitwise_record_are_
         assert result.verdict is Verdict.NOT_REPRODUCIBLE
     finally:
         MemoryRegistry.forget(world[0].uri)
+
+
+def test_the_first_progress_step_is_said_before_the_registry_opens(world):
+    """Issue 41, build 2: the registry's client opens lazily, inside the first step, so the first progress line
+    comes before MLflow's import and store (seconds), not after them."""
+    _, info, _ = world
+    steps: list[str] = []
+    audited = session(world, FakeRunner(faithful))
+    assert audited._registry is None  # nothing opened the registry yet (the session opens it once, lazily)
+    audited.audit(info.ref, AuditOptions(date="2026-02-01", publish=False), progress=steps.append)
+    assert steps[0] == f"resolving {info.ref} in the registry", steps
