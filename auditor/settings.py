@@ -208,6 +208,20 @@ class Settings:
         "REPRO_TRAINING_ASSET", "mlflow://models",
         "the Asset a training DAG updates (extra model_uri) to have the new version audited",
     )
+    alias_asset: str = setting(
+        "REPRO_ALIAS_ASSET", "mlflow://aliases",
+        "the Asset the registry webhook updates when an alias moves (extra model, alias, version): the promotion gate's",
+    )
+    registry_events: Annotated[Literal["poll", "webhook"], Lowered] = setting(
+        "REPRO_REGISTRY_EVENTS", "poll",
+        "how the promotion gate learns of an alias move: poll (every ten minutes, a reschedule-mode sensor that frees "
+        "its slot between pokes) or webhook (MLflow's signed webhook, repro-audit webhook register)",
+    )
+    webhook_secret: str | None = setting(
+        "REPRO_WEBHOOK_SECRET", None,
+        "the HMAC secret MLflow signs registry webhooks with (repro-audit webhook register gives it to MLflow); "
+        "unset: the receiver refuses every request",
+    )
 
     signing_key: str | None = setting(
         "REPRO_SIGNING_KEY", None,
@@ -344,6 +358,9 @@ SMTP_CONN_ID = _TOP["smtp_conn_id"]
 MLFLOW_CONN_ID = _TOP["mlflow_conn_id"]
 S3_CONN_ID = _TOP["s3_conn_id"]
 TRAINING_ASSET = _TOP["training_asset"]
+ALIAS_ASSET = _TOP["alias_asset"]
+REGISTRY_EVENTS = _TOP["registry_events"]
+WEBHOOK_SECRET = _TOP["webhook_secret"]
 SIGNING_KEY = _TOP["signing_key"]
 SIGNING_PUBLIC_KEY = _TOP["signing_public_key"]
 SIGNER = _TOP["signer"]
@@ -371,7 +388,8 @@ K8S_SECRET = _K8S["secret"]
 K8S_NODE_SELECTOR = _K8S["node_selector"]
 K8S_PRIORITY_CLASS = _K8S["priority_class"]
 K8S_IMAGE_PULL_SECRET = _K8S["image_pull_secret"]
-AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET)
+AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET, ALIAS_ASSET, REGISTRY_EVENTS,
+                    WEBHOOK_SECRET)
 
 
 def describe() -> list[tuple[str, str, str, str]]:

@@ -1,6 +1,7 @@
 """repro_promotion_gate: when a production alias moves in MLflow, is the new version better beyond seed noise?
 
-Polls the registry's production aliases (``REPRO_PRODUCTION_ALIASES``) on a schedule and compares them with
+Runs when MLflow's signed webhook reports an alias move (``REPRO_REGISTRY_EVENTS=webhook``), else polls the registry's
+production aliases (``REPRO_PRODUCTION_ALIASES``) every ten minutes, and compares them with
 the state last seen (an Airflow Variable): ``alias_moved`` (an ``AliasMoveSensor``, ``auditor.airflow.promotion``)
 succeeds with the moves, or is skipped when nothing moved. For each move, ``compare`` is one call into
 ``Session.compare`` (what ``repro-audit compare`` runs; a version without seed-varied reruns is calibrated
@@ -16,13 +17,13 @@ from airflow.sdk import dag, task
 
 from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
 from auditor.airflow.notifications import failure_notifiers
-from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, RememberAliases, alias_poll_schedule
+from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, RememberAliases, promotion_schedule
 
 
 @dag(
     dag_id="repro_promotion_gate",
     description="When a production alias moves, compare the new version with the one it replaced, through seed-varied reruns.",
-    schedule=alias_poll_schedule(),
+    schedule=promotion_schedule(),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,

@@ -1,6 +1,9 @@
 """The promotion gate under Airflow: notice a production alias move in MLflow, compare, and show the gate as a state.
 
-MLflow emits no event when an alias moves, so the DAG polls (``alias_poll_schedule``): ``AliasMoveSensor``
+The DAG runs on the registry's webhook or on a poll (``promotion_schedule``, ``REPRO_REGISTRY_EVENTS``): with
+``webhook``, on the asset event MLflow's signed alias webhook starts (``REPRO_ALIAS_ASSET``,
+``auditor.airflow.webhook``); with ``poll`` (the default: a registry without webhooks), every ten minutes, its sensor in
+reschedule mode, so a quiet poll holds no worker slot between pokes. Either way ``AliasMoveSensor``
 lists the registry's versions, keeps the production aliases (``REPRO_PRODUCTION_ALIASES``) and compares
 them with the state last seen, kept in the Airflow Variable ``ALIAS_STATE_VARIABLE`` (``{model: {alias:
 version}}``). An alias that now points at another version is a move: the new version is the candidate,
@@ -38,8 +41,15 @@ ALIAS_POLL_TIMEOUT = timedelta(minutes=9)
 ALIAS_POKE_INTERVAL = timedelta(minutes=1)
 
 
-def alias_poll_schedule() -> str:
-    """The promotion gate's schedule: poll the aliases every ten minutes."""
+def promotion_schedule() -> Any:
+    """The promotion gate's schedule: the alias asset under ``REPRO_REGISTRY_EVENTS=webhook`` (MLflow's signed webhook
+    starts it within seconds of a move), else a poll every ten minutes. Read while Airflow parses: never raises."""
+    from auditor.settings import ALIAS_ASSET, REGISTRY_EVENTS
+
+    if REGISTRY_EVENTS.get_or_default() == "webhook":
+        from airflow.sdk import Asset
+
+        return [Asset(ALIAS_ASSET.get_or_default())]
     return ALIAS_POLL_SCHEDULE
 
 
@@ -81,6 +91,7 @@ class AliasMoveSensor(BaseSensorOperator):
         kwargs.setdefault("soft_fail", True)  # nothing moved: skipped, not failed
         kwargs.setdefault("timeout", ALIAS_POLL_TIMEOUT)
         kwargs.setdefault("poke_interval", ALIAS_POKE_INTERVAL)
+        kwargs.setdefault("mode", "reschedule")  # between pokes the slot is free: a poll that finds nothing costs no worker
         kwargs.setdefault("on_failure_callback", failure_notifiers("task"))
         super().__init__(**kwargs)
 
