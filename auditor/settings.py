@@ -167,7 +167,7 @@ class Settings:
     )
     production_aliases: Names = setting(
         "REPRO_PRODUCTION_ALIASES", ("champion", "live", "prod", "production", "serving"),
-        "aliases that mark a version as serving: always sampled (comma list)",
+        "aliases that mark a version as serving: sampled first, within the night's budget (comma list)",
     )
     deployed_artifacts: Pairs = setting(
         "REPRO_DEPLOYED_ARTIFACTS", (),
