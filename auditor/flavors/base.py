@@ -11,14 +11,15 @@ random ids) and said so. Two normals are compared by ``diff_normals``, a ladder:
 3. arrays (coefficients, bin edges, scaler means, ...): same shape, then values, the largest named.
 
 The digest of a normal is its canonical bytes: two models are bit-identical when their normals hash
-alike. Pure: numpy and the standard library only.
+alike. Trees are compared as arrays (``auditor.flavors.forest``): a flavour gives a ``Forest`` (or, in tests, lists
+of ``Node``); nodes become Python objects only where a difference is named. Pure: numpy and the standard library only.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,24 +27,10 @@ import numpy as np
 
 from auditor.canonical import canonical_json
 from auditor.digests import sha256_digest
+from auditor.flavors.forest import Forest, Node, as_forest, differences
 
 #: how many differing items a diff lists (the most different first)
 WORST = 10
-
-
-@dataclass(frozen=True)
-class Node:
-    """One node of a tree: a split (``feature``, ``threshold``, children) or a leaf (``value``)."""
-
-    feature: Any = None  # a split's feature (index or name); None on a leaf
-    threshold: Any = None  # a split's threshold or category set; None on a leaf
-    children: tuple[int, ...] = ()
-    kind: str = ""  # decision type, default direction, ...: part of the topology
-    value: tuple[float, ...] = ()  # a leaf's value(s)
-
-    @property
-    def leaf(self) -> bool:
-        return self.feature is None
 
 
 @dataclass
@@ -52,13 +39,16 @@ class Normal:
 
     flavor: str
     meta: dict[str, Any] = field(default_factory=dict)
-    trees: list[list[Node]] = field(default_factory=list)
+    trees: Forest | list[Any] = field(default_factory=list)  # a Forest, or lists of Node (a Forest's nodes, in tests)
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     set_aside: list[str] = field(default_factory=list)  # what the file holds that is not the model, said once each
     #: fail-closed: the whole document the file holds, less only what ``set_aside`` names. The ladder explains a
     #: difference; the identity makes sure nothing the ladder does not read (a booster kind it does not know, a
     #: linear leaf, a CTR's index) can make two different models hash alike.
     identity: Any = None
+    #: where ``identity`` holds only the digest of the document (the bytes a flavour read), the document itself, read
+    #: again on demand: only to name where two models differ outside what the ladder reads
+    document: Callable[[], Any] | None = None
 
     def digest(self) -> str:
         """``sha256:`` of the canonical bytes: meta, trees, arrays and the identity, floats by their exact bits.
@@ -68,7 +58,7 @@ class Normal:
         NaN spelled as such), and the trees separately only when there is no identity to hold them.
         """
         h = {"flavor": self.flavor, "meta": _jsonable(self.meta),
-             "trees": [[_node_key(n, values=True) for n in tree] for tree in self.trees] if self.identity is None else len(self.trees),
+             "trees": as_forest(self.trees).key() if self.identity is None else len(self.trees),
              "arrays": {k: _array_key(v) for k, v in sorted(self.arrays.items())}}
         try:
             identity = json.dumps(self.identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True,
@@ -159,49 +149,80 @@ def _array_key(a: np.ndarray) -> list[Any]:
     return [str(a.dtype), list(a.shape), sha256_digest(a.tobytes())]
 
 
-def _node_key(n: Node, *, values: bool) -> list[Any]:
-    key = [_jsonable(n.feature), _jsonable(n.threshold), list(n.children), n.kind]
-    return key + ([[float(v).hex() for v in n.value]] if values else [])
-
-
 def _describe(n: Node) -> str:
     if n.leaf:
         return f"leaf {', '.join(repr(v) for v in n.value)}"
     return f"split on feature {n.feature} at {n.threshold!r}" + (f" ({n.kind})" if n.kind else "")
 
 
-def _tree_nodes(i: int, ta: Sequence[Node], tb: Sequence[Node]) -> tuple[list[Entry], np.ndarray, np.ndarray]:
-    """One tree pair: the first structural difference (topology, split feature, threshold), else its leaves."""
-    if len(ta) != len(tb):
-        return [Entry(f"tree {i}", f"{KINDS['structure']}: {len(ta)} vs {len(tb)} nodes", structural=True, kind="structure")], np.empty(0), np.empty(0)
-    try:
-        same = list(ta) == list(tb)  # equal by value: nothing to name (a -0.0 the digest still tells apart)
-    except (TypeError, ValueError):  # a value whose == is not a bool: walk the nodes
-        same = False
-    if same:
-        flat = np.array([v for n in ta if n.leaf for v in n.value], dtype=np.float64)
-        return [], flat, flat
-    for j, (na, nb) in enumerate(zip(ta, tb, strict=True)):
-        if na.leaf != nb.leaf or na.children != nb.children or na.kind != nb.kind or (
-                not na.leaf and _jsonable(na.feature) != _jsonable(nb.feature)):
-            return [Entry(f"tree {i} node {j}", f"{KINDS['structure']}: {_describe(na)} vs {_describe(nb)}",
-                          structural=True, kind="structure")], np.empty(0), np.empty(0)
-        if not na.leaf and _jsonable(na.threshold) != _jsonable(nb.threshold):
-            return [Entry(f"tree {i} node {j}", f"{KINDS['threshold']} on feature {na.feature}: {na.threshold!r} vs {nb.threshold!r}",
-                          max_abs=_gap(na.threshold, nb.threshold), structural=True, kind="threshold")], np.empty(0), np.empty(0)
-    leaves_a = [(j, n.value) for j, n in enumerate(ta) if n.leaf]
-    leaves_b = [n.value for n in tb if n.leaf]
-    entries = []
-    for (j, va), vb in zip(leaves_a, leaves_b, strict=True):
-        if len(va) != len(vb):
-            return [Entry(f"tree {i} node {j}", f"{KINDS['shape']}: a leaf of {len(va)} vs {len(vb)} values", structural=True,
-                          kind="shape")], np.empty(0), np.empty(0)
-        if any(float(x).hex() != float(y).hex() for x, y in zip(va, vb, strict=True)):
-            gap = max(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
-            entries.append(Entry(f"tree {i} node {j}", f"leaf value {_fmt(va)} vs {_fmt(vb)}", max_abs=gap, kind="leaf"))
-    flat_a = np.array([v for _, vals in leaves_a for v in vals], dtype=np.float64)
-    flat_b = np.array([v for vals in leaves_b for v in vals], dtype=np.float64)
-    return entries, flat_a, flat_b
+@dataclass
+class _Distance:
+    """max |a - b| and the relative L2 distance over every numeric value the ladder measured, summed part by part
+    (never one concatenation of every value: that held the model twice over in float64)."""
+
+    count: int = 0
+    max_abs: float = 0.0
+    sq_diff: float = 0.0
+    sq_a: float = 0.0
+
+    def same(self, a: np.ndarray) -> None:
+        self.count += a.size
+        self.sq_a += _squares(a)
+
+    def differ(self, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> None:
+        """Values (already counted by ``same``) that differ."""
+        fa, fb = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+        if fa.size:
+            with np.errstate(all="ignore"):
+                self.max_abs = max(self.max_abs, float(np.max(np.abs(fa - fb))))
+                self.sq_diff += float(np.sum(np.square(fa - fb)))
+
+
+def _squares(a: np.ndarray, step: int = 1 << 16) -> float:
+    """sum(a**2) in float64, a block at a time (a float32 array is not copied whole)."""
+    flat = a.reshape(-1)
+    total = 0.0
+    for i in range(0, flat.size, step):
+        block = flat[i:i + step].astype(np.float64)
+        total += float(np.einsum("i,i->", block, block))  # not BLAS: its threads' wake-up cost more than the sum
+    return total
+
+
+def _differ_objects(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Objects (feature names, category sets) element by element, by value as the digest keys them."""
+    return np.fromiter((_jsonable(p) != _jsonable(q) for p, q in zip(x.ravel(), y.ravel(), strict=True)),
+                       dtype=bool, count=x.size).reshape(x.shape)
+
+
+def _forest_entries(a: Forest, b: Forest, dist: _Distance) -> list[Entry]:
+    """The trees both hold, in order: each tree's first structural difference (node count, topology, split
+    feature, threshold) or leaf of another width, else its differing leaves; found with numpy, named from ``Node``s
+    built for the nodes named only."""
+    found = differences(a, b, _differ_objects)
+    sa, sb = a.sizes(), b.sizes()
+    by_tree: dict[int, list[Entry]] = {i: [Entry(f"tree {i}", f"{KINDS['structure']}: {sa[i]} vs {sb[i]} nodes", structural=True,
+                                                 kind="structure")] for i in found.sizes}
+    for i, j, ka, kb in found.splits:
+        by_tree[i] = [_split_entry(i, j, a.node(ka), b.node(kb))]
+    for i, j, ka, kb in found.shapes:
+        by_tree[i] = [Entry(f"tree {i} node {j}", f"{KINDS['shape']}: a leaf of {a.width(ka)} vs {b.width(kb)} values",
+                            structural=True, kind="shape")]
+    for i, j, ka, kb in found.leaves:
+        va, vb = a.node(ka).value, b.node(kb).value
+        gap = max(abs(float(x) - float(y)) for x, y in zip(va, vb, strict=True))
+        by_tree.setdefault(i, []).append(Entry(f"tree {i} node {j}", f"leaf value {_fmt(va)} vs {_fmt(vb)}", max_abs=gap, kind="leaf"))
+        dist.differ(va, vb)
+    dist.same(found.values)  # every leaf of a tree measured (no structural difference), equal or not
+    return [e for i in sorted(by_tree) for e in by_tree[i]]
+
+
+def _split_entry(i: int, j: int, na: Node, nb: Node) -> Entry:
+    """A node whose split differs: its topology, kind or feature (another model), else its threshold."""
+    if na.leaf != nb.leaf or na.children != nb.children or na.kind != nb.kind or (
+            not na.leaf and _jsonable(na.feature) != _jsonable(nb.feature)) or na.leaf:
+        return Entry(f"tree {i} node {j}", f"{KINDS['structure']}: {_describe(na)} vs {_describe(nb)}", structural=True, kind="structure")
+    return Entry(f"tree {i} node {j}", f"{KINDS['threshold']} on feature {na.feature}: {na.threshold!r} vs {nb.threshold!r}",
+                 max_abs=_gap(na.threshold, nb.threshold), structural=True, kind="threshold")
 
 
 def _gap(a: Any, b: Any) -> float | None:
@@ -228,23 +249,26 @@ def _meta_entries(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Entry]:
     return out
 
 
-def _array_entry(name: str, a: np.ndarray, b: np.ndarray) -> tuple[Entry | None, np.ndarray, np.ndarray]:
+def _array_entry(name: str, a: np.ndarray, b: np.ndarray, dist: _Distance) -> Entry | None:
     if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
-        return (Entry(name, f"{KINDS['shape']}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}", structural=True, kind="shape"),
-                np.empty(0), np.empty(0))
+        return Entry(name, f"{KINDS['shape']}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}", structural=True, kind="shape")
     if _array_key(a) == _array_key(b):
-        return None, _numeric(a), _numeric(a)
+        if a.dtype.kind in "fiub":
+            dist.same(a)
+        return None
     if a.dtype.kind not in "fiub":
-        return Entry(name, "values differ (not numeric: compared by value)", structural=True), np.empty(0), np.empty(0)
+        return Entry(name, "values differ (not numeric: compared by value)", structural=True)
     fa, fb = _numeric(a), _numeric(b)
     with np.errstate(all="ignore"):
         d = np.abs(fa - fb)
         k = int(np.nanargmax(d)) if d.size and not np.all(np.isnan(d)) else 0
         norm = float(np.linalg.norm(fa))
         rel = float(np.linalg.norm(fa - fb)) / norm if norm > 0 else None
+    dist.same(fa)
+    dist.differ(fa, fb)
     where = np.unravel_index(k, a.shape) if a.shape else ()
     note = f"largest difference at {list(map(int, where))}: {float(fa[k])!r} vs {float(fb[k])!r}"
-    return Entry(name, note, max_abs=float(d[k]) if d.size else None, rel_l2=rel), fa, fb
+    return Entry(name, note, max_abs=float(d[k]) if d.size else None, rel_l2=rel)
 
 
 def _numeric(a: np.ndarray) -> np.ndarray:
@@ -256,35 +280,30 @@ def _numeric(a: np.ndarray) -> np.ndarray:
 def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
     """Compare the registered model ``a`` with the rebuild ``b`` (see the module's ladder)."""
     out = StructuralDiff(identical=a.digest() == b.digest(), set_aside=sorted(set(a.set_aside) | set(b.set_aside)))
-    meta = _meta_entries(a.meta, b.meta)
     out.compared = len(set(a.meta) | set(b.meta)) + max(len(a.trees), len(b.trees)) + len(set(a.arrays) | set(b.arrays))
     if out.identical:  # the same canonical bytes: nothing differs, no ladder to walk
         out.max_abs, out.rel_l2 = 0.0, 0.0
         return out
-    out.only_in_a = [f"tree {i}" for i in range(len(b.trees), len(a.trees))][:WORST]
-    out.only_in_b = [f"tree {i}" for i in range(len(a.trees), len(b.trees))][:WORST]
-    if len(a.trees) != len(b.trees):
-        out.structural.append(f"{len(a.trees)} vs {len(b.trees)} trees")
-    entries, va, vb = [], [], []
-    for i, (ta, tb) in enumerate(zip(a.trees, b.trees, strict=False)):
-        found, fa, fb = _tree_nodes(i, ta, tb)
-        entries += found
-        va.append(fa)
-        vb.append(fb)
+    meta = _meta_entries(a.meta, b.meta)
+    ta, tb = as_forest(a.trees), as_forest(b.trees)
+    out.only_in_a = [f"tree {i}" for i in range(len(tb), len(ta))][:WORST]
+    out.only_in_b = [f"tree {i}" for i in range(len(ta), len(tb))][:WORST]
+    if len(ta) != len(tb):
+        out.structural.append(f"{len(ta)} vs {len(tb)} trees")
+    dist = _Distance()
+    entries = _forest_entries(ta, tb, dist)
     for name in sorted(set(a.arrays) | set(b.arrays)):
         if name not in b.arrays or name not in a.arrays:
             (out.only_in_a if name in a.arrays else out.only_in_b).append(name)
             continue
-        entry, fa, fb = _array_entry(name, a.arrays[name], b.arrays[name])
+        entry = _array_entry(name, a.arrays[name], b.arrays[name], dist)
         entries += [entry] if entry else []
-        va.append(fa)
-        vb.append(fb)
-    if not out.identical and not (entries or meta or out.only_in_a or out.only_in_b or len(a.trees) != len(b.trees)):
-        where = first_difference(_jsonable(a.identity), _jsonable(b.identity))  # what the ladder does not read
+    if not (entries or meta or out.only_in_a or out.only_in_b or len(ta) != len(tb)):
+        where = first_difference(*(_jsonable(n.document() if n.document else n.identity) for n in (a, b)))  # what the ladder does not read
         meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True, kind="file"))
         out.compared += 1
-    _totals(out, entries + meta, va, vb)  # parameters last: the first divergence named is in the model
-    out.twin = _twin(a.trees, b.trees, entries)
+    _totals(out, entries + meta, dist)  # parameters last: the first divergence named is in the model
+    out.twin = _twin(ta, tb, entries)
     out.cause = next((f"{e.name}: {e.note}" for e in meta if e.kind == "parameter"), None)  # the input that explains it
     return out
 
@@ -293,7 +312,7 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
 TWIN_NODES = 31
 
 
-def _twin(ta: Sequence[Sequence[Node]], tb: Sequence[Sequence[Node]], entries: Sequence[Entry]) -> tuple[int, list[tuple[int, str, str]]] | None:
+def _twin(ta: Forest, tb: Forest, entries: Sequence[Entry]) -> tuple[int, list[tuple[int, str, str]]] | None:
     """The first tree an entry names, both versions described node by node (its first ``TWIN_NODES`` nodes)."""
     first = next((e.name for e in entries if e.name.startswith("tree ")), None)
     if first is None:
@@ -301,9 +320,9 @@ def _twin(ta: Sequence[Sequence[Node]], tb: Sequence[Sequence[Node]], entries: S
     i = int(first.split()[1])
     if i >= len(ta) or i >= len(tb):
         return None
-    a, b = ta[i], tb[i]
+    a, b = ta.nodes(i, TWIN_NODES), tb.nodes(i, TWIN_NODES)
     rows = [(j, _describe(a[j]) if j < len(a) else "—", _describe(b[j]) if j < len(b) else "—")
-            for j in range(min(max(len(a), len(b)), TWIN_NODES))]
+            for j in range(max(len(a), len(b)))]
     return i, rows
 
 
@@ -328,7 +347,7 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else (path or "(top)")
 
 
-def _totals(out: StructuralDiff, entries: list[Entry], va: list[np.ndarray], vb: list[np.ndarray]) -> None:
+def _totals(out: StructuralDiff, entries: list[Entry], dist: _Distance) -> None:
     """Fill the counts, the first divergence, the worst entries and the distance over every numeric value."""
     out.structural += [f"{e.name}: {e.note}" for e in entries if e.structural]
     out.first = next((f"{e.name}: {e.note}" for e in entries), None) or (
@@ -343,13 +362,9 @@ def _totals(out: StructuralDiff, entries: list[Entry], va: list[np.ndarray], vb:
     numeric = [e for e in entries if not e.structural]
     ranked = [e for e in entries if e.structural][:WORST] + sorted(numeric, key=lambda e: e.max_abs or 0.0, reverse=True)[:WORST]
     out.entries = entries[:1] + [e for e in ranked if e is not entries[0]] if entries else []  # the first divergence first
-    fa = np.concatenate(va) if va else np.empty(0)
-    fb = np.concatenate(vb) if vb else np.empty(0)
-    if fa.size and fa.shape == fb.shape:
-        with np.errstate(all="ignore"):
-            out.max_abs = float(np.max(np.abs(fa - fb)))
-            norm = float(np.linalg.norm(fa))
-            out.rel_l2 = float(np.linalg.norm(fa - fb)) / norm if norm > 0 else None
+    if dist.count:
+        out.max_abs = dist.max_abs
+        out.rel_l2 = math.sqrt(dist.sq_diff) / math.sqrt(dist.sq_a) if dist.sq_a > 0 else None
     elif not out.structural and not (out.only_in_a or out.only_in_b):
         out.max_abs = max((e.max_abs or 0.0 for e in numeric), default=None)
     moved = [e.max_abs for e in entries if e.kind == "threshold" and e.max_abs is not None]

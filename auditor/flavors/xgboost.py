@@ -1,13 +1,16 @@
 """XGBoost: the model as UBJSON (binary floats, XGBoost's default since 2.1) plus ``save_config()`` JSON.
 
 Both go into one bundle (``auditor.flavors.bundle``). Loading is XGBoost's own format, never a pickle.
-The normal form is read from the model's JSON (``Booster.save_raw("json")``: float32 values print in
-full) and the config; ``nthread``/``n_jobs`` are echoed thread counts, set aside (FACTS.md: the trees
-are identical at 1 and 2 threads on xgboost 3.2).
+The normal form is read from the model's UBJSON as data (``auditor.flavors.ubjson``: each per-node field of every
+tree is one numpy array, ``auditor.flavors.forest``) and the config; ``nthread``/``n_jobs`` are echoed thread
+counts, set aside (FACTS.md: the trees are identical at 1 and 2 threads on xgboost 3.2). The bytes are read as
+XGBoost wrote them when the installed XGBoost wrote them (it saves what it loads byte for byte); a file another
+version wrote is first loaded and saved again by the installed one, so both models are read in one version's form.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -15,8 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from auditor.flavors.base import Node, Normal
+from auditor.digests import sha256_digest
+from auditor.errors import MalformedRecord
+from auditor.flavors import ubjson
+from auditor.flavors.base import Normal
 from auditor.flavors.bundle import read_bundle, write_bundle
+from auditor.flavors.forest import Forest
 
 NAME = "xgboost"
 MEMBERS = ("model.ubj", "config.json")
@@ -56,49 +63,125 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def _tree(t: dict[str, Any]) -> list[Node]:
-    left, right = t["left_children"], t["right_children"]
-    cond, feat = t["split_conditions"], t["split_indices"]
-    default_left, split_type = t["default_left"], t["split_type"]
-    nodes = []
-    for i in range(len(left)):
-        if left[i] == -1:
-            nodes.append(Node(value=(float(cond[i]),)))
-        else:
-            nodes.append(Node(feature=int(feat[i]), threshold=float(cond[i]), children=(int(left[i]), int(right[i])),
-                              kind=f"default_left={default_left[i]} split_type={split_type[i]}"))
-    return nodes
+#: the per-node fields of a tree the ladder reads, and the training statistics compared as one array
+NODE_FIELDS = ("left_children", "right_children", "split_indices", "split_conditions", "default_left", "split_type")
+STATISTICS = ("loss_changes", "sum_hessian", "base_weights")
 
 
-def normal_from(model_json: dict[str, Any], config: dict[str, Any]) -> Normal:
-    """The normal form of an XGBoost model JSON and its config."""
+def _column(trees: Any, key: str, raw: bytes | None) -> np.ndarray:
+    """Field ``key`` of every tree end to end: one copy out of the UBJSON bytes, or (a JSON document) its lists."""
+    if isinstance(trees, ubjson.Records) and key in trees.dtypes:
+        return ubjson.column(raw, trees, key)
+    fields = [t.get(key, []) for t in trees]
+    if raw is not None and fields and all(isinstance(f, ubjson.Span) for f in fields):
+        return ubjson.column(raw, fields)
+    return np.concatenate([np.asarray(ubjson.plain(raw, f)) for f in fields]) if fields else np.empty(0)
+
+
+def _statistics(trees: Any, raw: bytes | None) -> np.ndarray:
+    """The training statistics of every node, tree by tree (each tree's loss changes, hessian sums, base weights)."""
+    if isinstance(trees, ubjson.Records) and all(k in trees.dtypes for k in STATISTICS) and len({trees.dtypes[k] for k in STATISTICS}) == 1:
+        offsets = np.stack([np.frombuffer(trees.offsets[k], dtype=np.int64) for k in STATISTICS], axis=1).reshape(-1)
+        counts = np.stack([np.frombuffer(trees.counts[k], dtype=np.int64) for k in STATISTICS], axis=1).reshape(-1)
+        return ubjson.gather(raw, offsets.tolist(), counts.tolist(), trees.dtypes[STATISTICS[0]])
+    stats = [np.asarray(ubjson.plain(raw, t.get(k, [])), dtype=np.float64) for t in trees for k in STATISTICS]
+    return np.concatenate(stats) if stats else np.empty(0)
+
+
+def _forest(trees: Any, raw: bytes | None) -> Forest:
+    """The trees as arrays: a node is a leaf where it has no left child; its value is its split condition."""
+    if not len(trees):
+        return Forest.empty()
+    left, right, feature, condition, default_left, split_type = (_column(trees, k, raw) for k in NODE_FIELDS)
+    if isinstance(trees, ubjson.Records) and "left_children" in trees.dtypes:
+        sizes = np.frombuffer(trees.counts["left_children"], dtype=np.int64)
+    else:
+        sizes = np.array([_size(t["left_children"]) for t in trees], dtype=np.int64)
+    if any(len(c) != int(sizes.sum()) for c in (left, right, feature, condition, default_left, split_type)):
+        raise MalformedRecord("an XGBoost tree's node fields differ in length")
+    leaf = left == -1
+    kind, kinds = _kinds(default_left, split_type)
+    kind[leaf] = 0
+    return Forest(offsets=np.concatenate([[0], np.cumsum(sizes)]), leaf=leaf, feature=feature, threshold=condition,
+                  children=(left, right), kind=kind, kinds=kinds, values=condition.reshape(-1, 1))
+
+
+def _kinds(default_left: np.ndarray, split_type: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each node's default direction and split type as one small code (0: none), and the words of each code."""
+    high = int(split_type.max(initial=0)) + 1
+    if default_left.min(initial=0) < 0 or split_type.min(initial=0) < 0 or int(default_left.max(initial=0)) * high > 60000:
+        raise MalformedRecord("an XGBoost tree's default_left or split_type is out of range")
+    code = (default_left.astype(np.uint16) * high + split_type.astype(np.uint16) + 1).astype(np.uint16)
+    words = [f"default_left={default_left.dtype.type(d)} split_type={split_type.dtype.type(t)}"
+             for d in range(int(default_left.max(initial=0)) + 1) for t in range(high)]
+    return code, ("", *words)
+
+
+def normal_from(model_json: dict[str, Any], config: dict[str, Any], raw: bytes | None = None,
+                document: Any = None) -> Normal:
+    """The normal form of an XGBoost model document (its JSON, or with ``raw`` the UBJSON bytes it was read from
+    with ``ubjson.loads(raw, spans=True)``) and its config."""
     learner = model_json["learner"]
     booster_model = learner["gradient_booster"].get("model", learner["gradient_booster"])
     trees = booster_model.get("trees", [])
     flat = {f"config.{k}": v for k, v in _flatten(config).items() if k not in SET_ASIDE}
-    meta = {**flat, "version": model_json.get("version"), "tree_info": booster_model.get("tree_info"),
-            "iteration_indptr": booster_model.get("iteration_indptr"),
-            **{f"learner.{k}": v for k, v in learner.items() if k != "gradient_booster"},
-            "trees.categories": [[t.get("categories"), t.get("categories_nodes")] for t in trees if t.get("categories")]}
-    stats = [np.asarray(t.get(k, []), dtype=np.float64) for t in trees for k in ("loss_changes", "sum_hessian", "base_weights")]
-    arrays = {"node statistics (loss_changes, sum_hessian, base_weights)": np.concatenate(stats) if stats else np.empty(0)}
+    plain = functools.partial(ubjson.plain, raw) if raw is not None else (lambda v: v)
+    meta = {**flat, "version": plain(model_json.get("version")), "tree_info": plain(booster_model.get("tree_info")),
+            "iteration_indptr": plain(booster_model.get("iteration_indptr")),
+            **{f"learner.{k}": plain(v) for k, v in learner.items() if k != "gradient_booster"},
+            "trees.categories": [[plain(t.get("categories")), plain(t.get("categories_nodes"))] for t in _categorical(trees)]}
+    arrays = {"node statistics (loss_changes, sum_hessian, base_weights)": _statistics(trees, raw)}
     set_aside = [f"config {k.rsplit('.', 1)[-1]} (a thread count echoed into the config, not the model)"
                  for k in SET_ASIDE if k in _flatten(config)]
     if "model" not in learner["gradient_booster"] or not trees:  # dart, gblinear, or a layout not read above
         set_aside.append("the tree ladder reads gbtree models only: this booster is compared as a whole document")
-    identity = {"model": model_json, "config": flat}  # everything but the set-aside thread counts: fail closed
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside,
-                  identity=identity)
+    # fail closed: everything but the set-aside thread counts; the UBJSON by the digest of its bytes (XGBoost writes a
+    # model's bytes the same each time), the whole document read again only to name a difference the ladder misses
+    identity = {"model": model_json, "config": flat} if raw is None else {"model.ubj": sha256_digest(raw), "config": flat}
+    return Normal(flavor=NAME, meta=meta, trees=_forest(trees, raw), arrays=arrays, set_aside=set_aside, identity=identity,
+                  document=None if document is None else lambda: {"model": document(), "config": flat})
+
+
+def _size(value: Any) -> int:
+    return value.count if isinstance(value, ubjson.Span) else len(value or [])
+
+
+def _categorical(trees: Any) -> list[dict[str, Any]]:
+    """The trees with categorical splits (their category lists are part of the model)."""
+    if isinstance(trees, ubjson.Records) and "categories" in trees.dtypes:
+        return [trees[i] for i in np.flatnonzero(np.frombuffer(trees.counts["categories"], dtype=np.int64)).tolist()]
+    return [t for t in trees if _size(t.get("categories"))]
 
 
 def normal(path: str | os.PathLike) -> Normal:
-    """Read the bundle as data: the UBJSON decoded by XGBoost into its JSON form (no pickle, no code)."""
+    """Read the bundle as data: the UBJSON as XGBoost wrote it (no pickle, no code), in the installed XGBoost's form."""
+    members = read_bundle(path, MEMBERS)
+    raw, doc = _read(members.pop("model.ubj"))
+    return normal_from(doc, json.loads(members.pop("config.json")), raw=raw, document=functools.partial(_document, path))
+
+
+def _read(raw: bytes) -> tuple[bytes, dict[str, Any]]:
+    """``raw`` as the installed XGBoost saves it, and its document (typed arrays as spans): itself when that version
+    wrote it (XGBoost saves what it loads byte for byte), else loaded and saved again (the version and the layout
+    another version writes are not the model)."""
     import xgboost
 
-    members = read_bundle(path, MEMBERS)
+    doc = ubjson.loads(raw, spans=True)
+    if not isinstance(doc, dict) or not isinstance(doc.get("learner"), dict):
+        raise MalformedRecord("not an XGBoost model document (no learner)")
+    installed = [int(p) for p in xgboost.__version__.split("+")[0].split(".")[:3] if p.isdigit()]
+    if ubjson.plain(raw, doc.get("version")) == installed:
+        return raw, doc
     b = xgboost.Booster()
-    b.load_model(bytearray(members["model.ubj"]))
-    return normal_from(json.loads(bytes(b.save_raw("json"))), json.loads(members["config.json"]))
+    b.load_model(bytearray(raw))
+    raw = bytes(b.save_raw("ubj"))
+    return raw, ubjson.loads(raw, spans=True)
+
+
+def _document(path: str | os.PathLike) -> Any:
+    """The whole model document of ``path``, as JSON holds it (lists of numbers): read again, to name a difference."""
+    raw, doc = _read(read_bundle(path, MEMBERS)["model.ubj"])
+    return ubjson.plain(raw, doc)
 
 
 def knobs(model: Any) -> dict[str, Any]:
