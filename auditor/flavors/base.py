@@ -179,11 +179,13 @@ class _Distance:
 
 
 def _squares(a: np.ndarray, step: int = 1 << 16) -> float:
-    """sum(a**2) in float64, a block at a time (a float32 array is not copied whole)."""
+    """sum(a**2) over the finite values, in float64, a block at a time (a float32 array is not copied whole). An
+    infinite bound a loss object holds (scikit-learn's ``interval_y_pred``) made every distance NaN."""
     flat = a.reshape(-1)
     total = 0.0
     for i in range(0, flat.size, step):
         block = flat[i:i + step].astype(np.float64)
+        block = block[np.isfinite(block)]
         total += float(np.einsum("i,i->", block, block))  # not BLAS: its threads' wake-up cost more than the sum
     return total
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from auditor.flavors.base import Node, Normal
+from auditor.flavors.base import Normal
 from auditor.flavors.bundle import read_bundle, write_bundle
+from auditor.flavors.forest import Forest
 
 NAME = "catboost"
 MEMBERS = ("model.cbm", "model.json")
@@ -43,16 +44,28 @@ def load(path: str | os.PathLike) -> Any:
     return model
 
 
-def _tree(t: dict[str, Any]) -> list[Node]:
-    """An oblivious tree: its splits as a chain of nodes (one per level), then its leaves."""
-    splits = t.get("splits", [])
-    nodes = []
-    for i, s in enumerate(splits):
-        feature = s.get("float_feature_index", s.get("cat_feature_index", s.get("ctr_target_border_idx")))
-        threshold = s.get("border", s.get("value"))
-        kind = f"{s.get('split_type')} split_index={s.get('split_index')}"  # which CTR or feature: part of the split
-        nodes.append(Node(feature=feature, threshold=threshold, children=(i + 1,), kind=kind))
-    return nodes + [Node(value=(float(v),)) for v in t.get("leaf_values", [])]
+def _forest(trees: list[dict[str, Any]]) -> Forest:
+    """Oblivious trees as arrays: each tree's splits as a chain of nodes (one per level), then its leaves. The splits
+    are read one by one from the parsed JSON (the dump holds them as objects); one array per field for all trees."""
+    sizes, leaf, feature, threshold, children, kind, values = [], [], [], [], [], [], []
+    for t in trees:
+        splits, leaves = t.get("splits", []), t.get("leaf_values", [])
+        for i, s in enumerate(splits):
+            found = s.get("float_feature_index", s.get("cat_feature_index", s.get("ctr_target_border_idx")))
+            leaf.append(found is None)
+            feature.append(0 if found is None else found)
+            threshold.append(s.get("border", s.get("value")))
+            children.append((i + 1,))
+            kind.append(f"{s.get('split_type')} split_index={s.get('split_index')}")  # which CTR or feature: part of the split
+            values.append(())
+        leaf += [True] * len(leaves)
+        feature += [0] * len(leaves)
+        threshold += [np.nan] * len(leaves)
+        children += [()] * len(leaves)
+        kind += [""] * len(leaves)
+        values += [(float(v),) for v in leaves]
+        sizes.append(len(splits) + len(leaves))
+    return Forest.build(sizes, leaf, feature, threshold, children, kind, values)
 
 
 def normal_json(dump: dict[str, Any]) -> Normal:
@@ -77,7 +90,7 @@ def normal_json(dump: dict[str, Any]) -> Normal:
         set_aside.append(f"thread_count {thread_count} (a thread count echoed into the params, not the model)")
     identity = {**dump, "model_info": {**{k: v for k, v in info.items() if k not in SET_ASIDE_INFO},
                                       "params": {**(params or {}), "system_options": system, "flat_params": flat_params}}}
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays=arrays, set_aside=set_aside,
+    return Normal(flavor=NAME, meta=meta, trees=_forest(trees), arrays=arrays, set_aside=set_aside,
                   identity=identity)  # the whole dump but the set-aside info and thread count: fail closed
 
 

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from auditor.errors import MalformedRecord
-from auditor.flavors.base import Node, Normal
+from auditor.flavors.base import Normal
+from auditor.flavors.forest import PAD, Forest
 from auditor.flavors.rules import ORDER_FREE_PARAMS, order_free
 
 NAME = "lightgbm"
@@ -67,22 +68,59 @@ def _blocks(text: str) -> tuple[dict[str, str], list[dict[str, str]], dict[str, 
     return header, trees, params, other
 
 
-def _tree(t: dict[str, str]) -> list[Node]:
-    leaves = [float(v) for v in t.get("leaf_value", "").split()]
+def _forest(trees: list[dict[str, str]]) -> Forest:
+    """The trees as arrays, parsed field by field (each a line of numbers): a tree's splits, then its leaves."""
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "feature", "threshold", "left", "right", "kind", "values")}
+    vocabulary: dict[str, int] = {"": 0}
+    sizes = []
+    for t in trees:
+        n, leaves = _tree(t, columns, vocabulary)
+        sizes.append(n + leaves)
+    if not trees:
+        return Forest.empty()
+    thresholds = columns["threshold"]
+    if any(c.dtype == object for c in thresholds):
+        thresholds = [c.astype(object) for c in thresholds]
+    return Forest(offsets=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]), leaf=np.concatenate(columns["leaf"]),
+                  feature=np.concatenate(columns["feature"]), threshold=np.concatenate(thresholds),
+                  children=(np.concatenate(columns["left"]), np.concatenate(columns["right"])),
+                  kind=np.concatenate(columns["kind"]), kinds=tuple(vocabulary), values=np.concatenate(columns["values"]).reshape(-1, 1))
+
+
+def _tree(t: dict[str, str], columns: dict[str, list[np.ndarray]], vocabulary: dict[str, int]) -> tuple[int, int]:
+    """One ``Tree=`` block into ``columns``: (splits, leaves). A categorical split's threshold stays its text (an index
+    into the tree's category bitsets); the tree's own fields (categories, linear, shrinkage) are its root's kind."""
+    leaves = np.array(t.get("leaf_value", "").split(), dtype=np.float64)
     if "split_feature" not in t:
-        return [Node(value=(leaves[0],))] if leaves else []
-    feats, thresholds = t["split_feature"].split(), t["threshold"].split()
-    kinds, lefts, rights = t["decision_type"].split(), t["left_child"].split(), t["right_child"].split()
-    n = len(feats)
-
-    def child(c: str) -> int:
-        return int(c) if int(c) >= 0 else n + (-int(c) - 1)
-
-    extra = " ".join(f"{k}={t[k]}" for k in _TREE_META if k in t)
-    nodes = [Node(feature=int(feats[i]), threshold=thresholds[i] if int(kinds[i]) & 1 else float(thresholds[i]),
-                  children=(child(lefts[i]), child(rights[i])), kind=f"decision_type={kinds[i]}" + (f" {extra}" if i == 0 else ""))
-             for i in range(n)]
-    return nodes + [Node(value=(v,)) for v in leaves]
+        leaves = leaves[:1]
+        n = 0
+        features = lefts = rights = codes = np.empty(0, dtype=np.int64)
+        thresholds = np.empty(0)
+    else:
+        kinds = t["decision_type"].split()
+        n = len(kinds)
+        features = np.array(t["split_feature"].split()[:n], dtype=np.int64)  # as many as there are splits, as before
+        text = t["threshold"].split()[:n]
+        categorical = (np.array(kinds, dtype=np.int64) & 1).astype(bool)[:len(text)]
+        thresholds = (np.fromiter((x if c else float(x) for x, c in zip(text, categorical, strict=True)), dtype=object, count=len(text))
+                      if categorical.any() else np.array(text, dtype=np.float64))
+        lefts, rights = (np.array(t[k].split()[:n], dtype=np.int64) for k in ("left_child", "right_child"))
+        lefts, rights = (np.where(c >= 0, c, n - c - 1) for c in (lefts, rights))  # a leaf ~k is node n + k
+        codes = np.array([vocabulary.setdefault(f"decision_type={k}", len(vocabulary)) for k in kinds], dtype=np.int32)
+        extra = " ".join(f"{k}={t[k]}" for k in _TREE_META if k in t)
+        if n:
+            codes[0] = vocabulary.setdefault(f"decision_type={kinds[0]} {extra}", len(vocabulary))
+    if len(features) != n or len(thresholds) != n or len(lefts) != n or len(rights) != n:
+        raise MalformedRecord("a LightGBM tree's split fields differ in length")
+    count = len(leaves)
+    columns["leaf"].append(np.concatenate([np.zeros(n, dtype=bool), np.ones(count, dtype=bool)]))
+    columns["feature"].append(np.concatenate([features, np.zeros(count, dtype=np.int64)]))
+    columns["threshold"].append(np.concatenate([thresholds, np.full(count, np.nan, dtype=thresholds.dtype)]))
+    columns["left"].append(np.concatenate([lefts, np.full(count, PAD, dtype=np.int64)]))
+    columns["right"].append(np.concatenate([rights, np.full(count, PAD, dtype=np.int64)]))
+    columns["kind"].append(np.concatenate([codes, np.zeros(count, dtype=np.int32)]).astype(np.int32))
+    columns["values"].append(np.concatenate([np.full(n, np.nan), leaves]))
+    return n, count
 
 
 def normal_text(text: str) -> Normal:
@@ -101,7 +139,7 @@ def normal_text(text: str) -> Normal:
     # the whole text model but the echoed thread count and byte sizes, order-free lists as compared
     identity = [_ordered(line, params) for line in text.splitlines()
                 if not line.startswith(("tree_sizes=", *(f"[{k}: " for k in SET_ASIDE_PARAMS)))]
-    return Normal(flavor=NAME, meta=meta, trees=[_tree(t) for t in trees], arrays={}, set_aside=set_aside, identity=identity)
+    return Normal(flavor=NAME, meta=meta, trees=_forest(trees), arrays={}, set_aside=set_aside, identity=identity)
 
 
 def _ordered(line: str, params: dict[str, str]) -> str:

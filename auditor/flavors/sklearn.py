@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from auditor.errors import InputUnrecoverable, MalformedRecord
-from auditor.flavors.base import Node, Normal
+from auditor.flavors.base import Normal
+from auditor.flavors.forest import Forest
 
 NAME = "sklearn"
 
@@ -159,17 +160,21 @@ def load(path: str | os.PathLike) -> Any:
     return skops.io.load(str(path), trusted=list(untrusted))
 
 
-def _tree(t: Any) -> list[Node]:
+def _tree(t: Any) -> Forest:
+    """A fitted ``sklearn.tree._tree.Tree`` as arrays, straight from its node table: a node is a leaf where it has no
+    left child, its values are its row of ``value``, its kind says where a missing value goes."""
     state = t.__getstate__()
-    nodes, values = state["nodes"], np.asarray(state["values"], dtype=np.float64)
-    out = []
-    for i, n in enumerate(nodes):
-        if int(n["left_child"]) < 0:
-            out.append(Node(value=tuple(float(v) for v in values[i].ravel())))
-        else:
-            out.append(Node(feature=int(n["feature"]), threshold=float(n["threshold"]),
-                            children=(int(n["left_child"]), int(n["right_child"])), kind=f"missing_left={int(n['missing_go_to_left'])}"))
-    return out
+    nodes = state["nodes"]
+    left = nodes["left_child"].astype(np.int64)
+    values = np.array(state["values"], dtype=np.float64).reshape(len(left), -1)
+    values[left >= 0] = np.nan  # a split's value is what its samples averaged, not what it predicts: read on leaves only
+    missing = nodes["missing_go_to_left"].astype(np.int32) if "missing_go_to_left" in nodes.dtype.names else np.zeros(len(left), np.int32)
+    leaf = left < 0
+    return Forest(offsets=np.array([0, len(left)], dtype=np.int64), leaf=leaf, feature=nodes["feature"].astype(np.int64),
+                  threshold=nodes["threshold"].astype(np.float64), children=(left, nodes["right_child"].astype(np.int64)),
+                  kind=np.where(leaf, 0, missing + 1).astype(np.int32),
+                  kinds=("", *(f"missing_left={m}" for m in range(int(missing.max(initial=1)) + 1))),
+                  values=values)
 
 
 def _walk(est: Any, prefix: str, normal: Normal) -> None:
@@ -251,6 +256,7 @@ def _children(est: Any) -> list[tuple[str, Any]]:
 def normal_of(model: Any) -> Normal:
     normal = Normal(flavor=NAME, meta={"class": f"{type(model).__module__}.{type(model).__qualname__}"})
     _walk(model, "", normal)
+    normal.trees = Forest.join(normal.trees) if normal.trees else Forest.empty()  # one forest, compared as arrays
     normal.meta = {k: v for k, v in normal.meta.items()}
     normal.set_aside.append("skops object ids (array file names and ids in schema.json)")
     return normal

@@ -1,0 +1,104 @@
+"""Issue 41, build 3: the tree diff on arrays names what the per-node diff named, and reads XGBoost's UBJSON as data."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from auditor.flavors import ubjson
+from auditor.flavors.base import Normal, diff_normals
+from auditor.flavors.forest import Forest, Node
+
+SPLIT = Node(feature=0, threshold=0.5, children=(1, 2))
+TREE = [SPLIT, Node(value=(0.1,)), Node(value=(-0.2,))]
+BIG = [SPLIT, Node(feature=1, threshold=1.0, children=(3, 4)), Node(value=(0.3,)), Node(value=(0.4,)), Node(value=(0.5,))]
+
+
+def test_a_forest_gives_back_the_nodes_it_was_built_from():
+    trees = [TREE, BIG, [Node(value=(1.0, 2.0))], [Node(feature="f", threshold=[1, 3], children=(1,), kind="cat"), Node(value=())]]
+    forest = Forest.from_nodes(trees)
+    assert [forest.nodes(i) for i in range(len(forest))] == trees
+    assert Forest.join([Forest.from_nodes(trees[:2]), Forest.from_nodes(trees[2:])]).nodes(3) == trees[3]
+
+
+def test_trees_after_one_of_another_size_are_still_compared_node_by_node():
+    a = Normal("x", trees=[TREE, TREE, TREE])
+    b = Normal("x", trees=[BIG, TREE, [SPLIT, TREE[1], Node(value=(-0.25,))]])
+    d = diff_normals(a, b)
+    assert [e.name for e in d.entries][:2] == ["tree 0", "tree 2 node 2"], d.entries
+    assert d.first == "tree 0: tree structure differs: 3 vs 5 nodes"
+    assert "tree 2 node 2: leaf value -0.2 vs -0.25" in [f"{e.name}: {e.note}" for e in d.entries]
+    assert d.twin is not None and d.twin[0] == 0 and len(d.twin[1]) == 5
+
+
+def test_a_negative_zero_leaf_is_a_difference_and_nan_equals_nan():
+    zero = Normal("x", trees=[[SPLIT, Node(value=(0.0,)), Node(value=(float("nan"),))]])
+    negative = Normal("x", trees=[[SPLIT, Node(value=(-0.0,)), Node(value=(float("nan"),))]])
+    d = diff_normals(zero, negative)
+    assert not d.identical and d.first == "tree 0 node 1: leaf value 0.0 vs -0.0" and d.max_abs == 0.0
+    assert diff_normals(zero, Normal("x", trees=[[SPLIT, Node(value=(0.0,)), Node(value=(float("nan"),))]])).identical
+
+
+def test_a_category_set_threshold_is_compared_and_named_by_value():
+    def tree(categories):
+        return [Node(feature=2, threshold=categories, children=(1, 2), kind="decision_type=1"), *TREE[1:]]
+
+    d = diff_normals(Normal("x", trees=[TREE, tree([1, 2])]), Normal("x", trees=[TREE, tree([1, 3])]))
+    assert d.first == "tree 1 node 0: split threshold differs on feature 2: [1, 2] vs [1, 3]"
+    assert d.entries[0].kind == "threshold" and d.entries[0].max_abs is None
+    assert diff_normals(Normal("x", trees=[tree("0||2")]), Normal("x", trees=[tree("0||2")])).identical
+
+
+def test_a_leaf_of_another_width_is_a_shape_difference():
+    d = diff_normals(Normal("x", trees=[[SPLIT, Node(value=(0.1,)), Node(value=(0.2,))]]),
+                     Normal("x", trees=[[SPLIT, Node(value=(0.1,)), Node(value=(0.2, 0.3))]]))
+    assert d.first == "tree 0 node 2: shape or dtype differs: a leaf of 1 vs 2 values" and d.structural
+
+
+def test_ubjson_reads_typed_arrays_as_views_and_records_column_by_column():
+    # {"a": [$l#2 1 2], "t": [#2 {"k": [$d#1 0.5]} {"k": [$d#1 1.5]}]} in UBJSON, as XGBoost writes it
+    def key(name: bytes) -> bytes:
+        return b"L" + len(name).to_bytes(8, "big") + name
+
+    def floats(*values: float) -> bytes:
+        return b"[$d#L" + len(values).to_bytes(8, "big") + np.array(values, dtype=">f4").tobytes()
+
+    doc = (b"{" + key(b"a") + b"[$l#L" + (2).to_bytes(8, "big") + np.array([1, 2], dtype=">i4").tobytes()
+           + key(b"t") + b"[#L" + (2).to_bytes(8, "big") + b"{" + key(b"k") + floats(0.5) + b"}{" + key(b"k") + floats(1.5) + b"}}")
+    full = ubjson.loads(doc)
+    assert full["a"].tolist() == [1, 2] and [t["k"].tolist() for t in full["t"]] == [[0.5], [1.5]]
+    lazy = ubjson.loads(doc, spans=True)
+    assert isinstance(lazy["t"], ubjson.Records) and ubjson.column(doc, lazy["t"], "k").tolist() == [0.5, 1.5]
+    assert ubjson.plain(doc, lazy) == {"a": [1, 2], "t": [{"k": [0.5]}, {"k": [1.5]}]}
+    from auditor.errors import MalformedRecord
+
+    with pytest.raises(MalformedRecord):
+        ubjson.loads(doc[:-5])
+
+
+def test_xgboost_read_from_its_bytes_names_what_its_json_names(tmp_path):
+    xgboost = pytest.importorskip("xgboost")
+    from auditor.flavors import xgboost as fx
+
+    x = np.random.default_rng(0).normal(size=(200, 4))
+    y = (x[:, 0] > 0).astype(int)
+    model = xgboost.XGBClassifier(n_estimators=6, max_depth=3, random_state=0, n_jobs=1).fit(x, y)
+    doc = json.loads(bytes(model.get_booster().save_raw("json")))
+    conditions = doc["learner"]["gradient_booster"]["model"]["trees"][4]["split_conditions"]
+    conditions[-1] += 0.25  # the last node's: a leaf
+    changed = xgboost.Booster()
+    changed.load_model(bytearray(json.dumps(doc).encode()))
+    changed.load_config(model.get_booster().save_config())
+    fx.save(model, tmp_path / "a.zip")
+    fx.save(changed, tmp_path / "b.zip")
+    a, b = fx.normal(tmp_path / "a.zip"), fx.normal(tmp_path / "b.zip")
+    config = json.loads(model.get_booster().save_config())
+    a_json = fx.normal_from(json.loads(bytes(model.get_booster().save_raw("json"))), config)
+    b_json = fx.normal_from(json.loads(bytes(changed.save_raw("json"))), config)
+    assert [a.trees.nodes(i) for i in range(6)] == [a_json.trees.nodes(i) for i in range(6)]
+    from_bytes, from_json = diff_normals(a, b), diff_normals(a_json, b_json)
+    assert from_bytes.first == from_json.first and from_bytes.first.startswith(f"tree 4 node {len(conditions) - 1}: leaf value ")
+    assert from_bytes.twin == from_json.twin
+    assert diff_normals(a, fx.normal(tmp_path / "a.zip")).identical
