@@ -11,7 +11,9 @@ of 1e-3). Then prints, in one run:
   first divergent tree and node named) on the identical pair and on the one-leaf pair, with its ratio to
   the native load;
 - peak memory: process RSS (``getrusage``) and the largest Python allocation (``tracemalloc``) during each,
-  against the bundles' size.
+  against the bundles' size;
+- the acceptance lines of issue 41: each diff's median within 3x of the native load's, its Python peak within
+  twice the two bundles' size; and the load average while it ran (a shared machine's timings need it).
 
 The models are trained in a child process, so this process's peak RSS is the comparison's own (and the
 native loads'). Everything is deleted at the end.
@@ -101,6 +103,11 @@ def main() -> None:
         for name, (median, best, peak, rss) in results.items():
             print(f"{name:26} {median:9.3f} {best:8.3f} {median / load_median:9.2f} {peak:12.1f} {rss:8.1f}")
         print(f"\nRSS before the first (warm-up) load {rss_start:.1f} MiB; the two bundles are {2 * size:.1f} MiB together")
+        for name, (median, _, peak, _) in list(results.items())[1:]:
+            ratio = median / load_median
+            print(f"acceptance, {name}: {ratio:.2f}x native ({'within' if ratio <= 3 else 'OVER'} 3x), python peak {peak:.1f} MiB "
+                  f"({'within' if peak <= 4 * size else 'OVER'} twice the bundles, {4 * size:.1f} MiB)")
+        print(f"load average: {Path('/proc/loadavg').read_text().strip() if Path('/proc/loadavg').exists() else 'unknown'}")
 
 
 if __name__ == "__main__":

@@ -214,6 +214,11 @@ class _Reader:
                 if n < 0 or at > len(data):
                     raise ValueError(f"bad array length {n}")
                 out[key] = Span((start, n, dtype)) if self.spans else np.frombuffer(data, dtype=dtype, count=n, offset=start)
+            elif data[at] == _STRING and data[at + 1] == 76:  # a string (XGBoost's numbers in tree_param are strings)
+                (n,) = _INT64.unpack_from(data, at + 2)
+                raw = bytes(data[at + 10:at + 10 + n])
+                out[key] = keys.get(raw) or self.key(raw, n)
+                at += 10 + n
             else:
                 self.at = at + 1
                 out[key] = self.value(data[at], depth)
@@ -227,18 +232,19 @@ class _Reader:
         self.at += 1
         first = self.object(depth)
         out = Records(first)
-        expected = [(b"L" + _INT64.pack(len(k.encode("utf-8"))) + k.encode("utf-8"), k, out.dtypes.get(k)) for k in out.names]
-        headers = {k: b"[$" + next(bytes([m]) for m, d in _NUMBERS.items() if d == t) + b"#L" for k, t in out.dtypes.items()}
+        markers = {d: bytes([m]) for m, d in _NUMBERS.items()}
+        expected = [(b"L" + _INT64.pack(len(k.encode("utf-8"))) + k.encode("utf-8")  # the key, then a typed array's header
+                     + (b"[$" + markers[out.dtypes[k]] + b"#L" if k in out.dtypes else b""), k, out.dtypes.get(k)) for k in out.names]
         for done in range(1, count):
             start = self.at
-            if not self.record(out, expected, headers, depth):
+            if not self.record(out, expected, depth):
                 self.at = start
                 rest = [self.value(self.marker(), depth) for _ in range(count - done)]
                 return out.cut() + rest
             out.length += 1
         return out
 
-    def record(self, out: Records, expected: list[tuple[bytes, str, Any]], headers: dict[str, bytes], depth: int) -> bool:
+    def record(self, out: Records, expected: list[tuple[bytes, str, Any]], depth: int) -> bool:
         """One more object of ``out`` (False, nothing kept: it is not one; a record read halfway is cut by ``length``)."""
         data = self.data
         at = self.at
@@ -251,17 +257,15 @@ class _Reader:
             at += len(prefix)
             if dtype is None:
                 self.at = at + 1
-                out.other[key].append(self.value(data[at], depth))
+                out.other[key].append(self.object(depth) if data[at] == _OBJECT and depth < _DEPTH else self.value(data[at], depth))
                 at = self.at
                 continue
-            if not data.startswith(headers[key], at):
-                return False
-            (n,) = _INT64.unpack_from(data, at + 5)
-            if n < 0 or at + 13 + n * dtype.itemsize > len(data):
+            (n,) = _INT64.unpack_from(data, at)
+            if n < 0 or at + 8 + n * dtype.itemsize > len(data):
                 raise ValueError(f"bad array length {n}")
-            out.offsets[key].append(at + 13)
+            out.offsets[key].append(at + 8)
             out.counts[key].append(n)
-            at += 13 + n * dtype.itemsize
+            at += 8 + n * dtype.itemsize
         if data[at] != _END_OBJECT:
             return False
         self.at = at + 1
