@@ -18,16 +18,17 @@ KEEPER = {"statistical": "bitwise"}
 _TICKS = re.compile(r"`([^`\n]{1,200})`")
 
 
-def quiet_tiers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` (``view.tiers``) with the lineage warnings left to the lineage table and the lines a tier shares with
-    its keeper shown under the keeper only, counted where they are left out."""
+def quiet_tiers(rows: list[dict[str, Any]], *, table_has_warnings: bool = True) -> list[dict[str, Any]]:
+    """``rows`` (``view.tiers``) with the lineage warnings left to the lineage table (when ``table_has_warnings``: an
+    adoption's table shows its classes only, so there they stay) and the lines a tier shares with its keeper shown
+    under the keeper only, counted where they are left out."""
     by_key = {row["key"]: row for row in rows}
     out = []
     for row in rows:
         summary = row.get("summary") or ""
         # a detail that only repeats the summary ("weights: <the summary>") is said once, by the summary
         details = [d for d in row.get("details") or [] if not (summary and d.partition(": ")[2] == summary)]
-        if row["key"] == "lineage":
+        if row["key"] == "lineage" and table_has_warnings:
             warnings = [d for d in details if d.startswith("[warning]")]
             if warnings:
                 details = [d for d in details if d not in warnings]

@@ -251,10 +251,15 @@ def adoption(audit: AuditResult) -> list[dict[str, Any]]:
     return rows
 
 
+def adoption_table(audit: AuditResult) -> bool:
+    """Whether the lineage table is an adoption's (its classes only, not every finding)."""
+    return adopted(audit) and any(f.code.startswith("adopt.") for f in audit.findings)
+
+
 def lineage(audit: AuditResult) -> list[dict[str, Any]]:
     """One row per input and the infrastructure: identifier, complete/mutable/missing, fix hints. An adoption's rows
     (an assessment's or a rebuild's, whatever its verdict) are its classes: pinned, named but mutable, missing."""
-    if adopted(audit) and any(f.code.startswith("adopt.") for f in audit.findings):
+    if adoption_table(audit):
         return adoption(audit)
     record = audit.record or {}
     by_section: dict[str, list[Finding]] = {}
@@ -494,7 +499,7 @@ def context(doc: dict[str, Any], audit: AuditResult) -> dict[str, Any]:
         "explanation": explanation,
         "problems": problems(audit),
         "distance_legend": DISTANCE_LEGEND,
-        "tiers": quiet_tiers(tiers(audit)),
+        "tiers": quiet_tiers(tiers(audit), table_has_warnings=not adoption_table(audit)),
         "lineage": lineage(audit),
         "support": support(audit),
         "drift": None if drift is None or drift.empty else drift,

@@ -110,3 +110,9 @@ def test_the_first_divergent_tree_is_shown_beside_its_registered_twin():
     html = render_report(build_evidence(audit, settings=Settings()))
     assert "Tree 1, the first that differs, beside its registered twin" in html
     assert html.count('class="differs"') == 1
+
+
+def test_an_adoptions_lineage_warnings_stay_in_the_tier_because_its_table_shows_only_its_classes():
+    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] seeds: too few reruns (fix: more)"])],
+                       table_has_warnings=False)
+    assert rows[0]["details"] == ["[warning] seeds: too few reruns (fix: more)"]
