@@ -75,22 +75,26 @@ def default_runner() -> str:
 
 
 def training_asset() -> Any:
-    """The Asset a training DAG updates (``REPRO_TRAINING_ASSET``), for a DAG's schedule.
+    """The Asset a training DAG updates (``REPRO_TRAINING_ASSET``), for a DAG's schedule (``asset_of``)."""
+    return asset_of(TRAINING_ASSET)
 
-    A value Airflow refuses as an Asset URI (a reserved scheme, blank, too long) logs a warning and
-    gives the default, so that the DAG still parses; the warning names the variable.
-    """
+
+def asset_of(setting: Any) -> Any:
+    """The Asset an asset setting names (``REPRO_TRAINING_ASSET``, ``REPRO_ALIAS_ASSET``): the DAG scheduled on it and
+    the registry webhook that updates it read it alike. A value Airflow refuses as an Asset URI (a reserved scheme,
+    blank, too long) logs a warning and gives the default, so that the DAG still parses; the warning names the
+    variable."""
     from airflow.sdk import Asset
 
-    uri = TRAINING_ASSET.get_or_default()
+    uri = setting.get_or_default()
     try:
         return Asset(uri)
     except (TypeError, ValueError) as exc:
         from auditor.lineage.redact import redact_text  # only on this path: parsing a DAG file stays light
 
-        log.warning("%s is not an Asset URI Airflow accepts (%s); using the default %r", TRAINING_ASSET.name,
-                    redact_text(f"{uri!r}: {exc}"), TRAINING_ASSET.default)
-        return Asset(TRAINING_ASSET.default)
+        log.warning("%s is not an Asset URI Airflow accepts (%s); using the default %r", setting.name,
+                    redact_text(f"{uri!r}: {exc}"), setting.default)
+        return Asset(setting.default)
 
 
 def task_defaults() -> dict[str, Any]:

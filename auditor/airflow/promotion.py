@@ -44,12 +44,11 @@ ALIAS_POKE_INTERVAL = timedelta(minutes=1)
 def promotion_schedule() -> Any:
     """The promotion gate's schedule: the alias asset under ``REPRO_REGISTRY_EVENTS=webhook`` (MLflow's signed webhook
     starts it within seconds of a move), else a poll every ten minutes. Read while Airflow parses: never raises."""
+    from auditor.airflow import asset_of
     from auditor.settings import ALIAS_ASSET, REGISTRY_EVENTS
 
     if REGISTRY_EVENTS.get_or_default() == "webhook":
-        from airflow.sdk import Asset
-
-        return [Asset(ALIAS_ASSET.get_or_default())]
+        return [asset_of(ALIAS_ASSET)]
     return ALIAS_POLL_SCHEDULE
 
 

@@ -36,10 +36,12 @@ Emit = Callable[[RegistryEvent], str]
 
 
 def asset_uri(event: RegistryEvent) -> str:
-    """The asset a verified event updates: the training asset for a new version, the alias asset for an alias."""
+    """The asset a verified event updates, as Airflow stores it: the training asset for a new version, the alias
+    asset for an alias (each read as the DAG scheduled on it reads it: a malformed value falls back alike)."""
+    from auditor.airflow import asset_of
     from auditor.settings import ALIAS_ASSET, TRAINING_ASSET
 
-    return (TRAINING_ASSET if event.alias is None else ALIAS_ASSET).get_or_default()
+    return asset_of(TRAINING_ASSET if event.alias is None else ALIAS_ASSET).uri
 
 
 def make_app(*, emit: Emit, secret: Callable[[], str | None], clock: Callable[[], float] = time.time) -> "FastAPI":
@@ -65,8 +67,13 @@ def make_app(*, emit: Emit, secret: Callable[[], str | None], clock: Callable[[]
         try:
             updated = await run_in_threadpool(emit, event)
         except LookupError as exc:  # no DAG is scheduled on the asset: nothing would start, say so to MLflow's log
+            guard.forget(event.delivery_id)
             log.error("registry webhook: %s", exc)
             return JSONResponse({"error": str(exc)}, status_code=404)
+        except Exception as exc:  # noqa: BLE001 - the database, say: MLflow retries a 5xx, so the id is not kept
+            guard.forget(event.delivery_id)
+            log.exception("registry webhook: %s for %s not recorded; MLflow retries it", event.event, event.model_uri)
+            return JSONResponse({"error": f"not recorded ({type(exc).__name__}); retry"}, status_code=503)
         log.info("registry webhook: %s %s -> asset event on %s", event.event, event.model_uri, updated)
         return JSONResponse({"asset": updated, "model_uri": event.model_uri}, status_code=202)
 
@@ -78,11 +85,10 @@ def airflow_emit(event: RegistryEvent) -> str:
     ``LookupError`` when no DAG is scheduled on that asset (Airflow knows an asset once a DAG names it)."""
     from airflow.assets.manager import asset_manager
     from airflow.models.asset import AssetModel
-    from airflow.sdk import Asset
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    uri = Asset(asset_uri(event)).uri  # as Airflow stores it (normalised: mlflow://models is mlflow://models/)
+    uri = asset_uri(event)  # normalised as Airflow stores it: mlflow://models is mlflow://models/
     with create_session() as session:
         asset = session.scalar(select(AssetModel).where(AssetModel.uri == uri).limit(1))
         if asset is None:

@@ -315,17 +315,24 @@ TWIN_NODES = 31
 
 
 def _twin(ta: Forest, tb: Forest, entries: Sequence[Entry]) -> tuple[int, list[tuple[int, str, str]]] | None:
-    """The first tree an entry names, both versions described node by node (its first ``TWIN_NODES`` nodes)."""
+    """The first tree an entry names, both versions described node by node: its first ``TWIN_NODES // 2`` nodes and
+    the fifteen around the first node that differs (so the table always shows that node)."""
     first = next((e.name for e in entries if e.name.startswith("tree ")), None)
     if first is None:
         return None
-    i = int(first.split()[1])
+    words = first.split()
+    i = int(words[1])
+    j = int(words[3]) if len(words) > 3 and words[2] == "node" else 0
     if i >= len(ta) or i >= len(tb):
         return None
-    a, b = ta.nodes(i, TWIN_NODES), tb.nodes(i, TWIN_NODES)
-    rows = [(j, _describe(a[j]) if j < len(a) else "—", _describe(b[j]) if j < len(b) else "—")
-            for j in range(max(len(a), len(b)))]
-    return i, rows
+    sizes = [int(f.offsets[i + 1] - f.offsets[i]) for f in (ta, tb)]
+    # the tree's first nodes (its top), and the nodes around the first that differs, wherever it lies in the tree
+    shown = sorted(set(range(min(max(sizes), TWIN_NODES // 2))) | set(range(max(0, j - 7), min(max(sizes), j + 8))))
+
+    def said(forest: Forest, size: int, k: int) -> str:
+        return _describe(forest.node(int(forest.offsets[i]) + k)) if k < size else "—"
+
+    return i, [(k, said(ta, sizes[0], k), said(tb, sizes[1], k)) for k in shown]
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:

@@ -149,7 +149,7 @@ def compare(arrays: dict[str, np.ndarray], threshold: float) -> PredictionDiff:
     gap_raw = float(np.max(np.abs(ra - rb))) if ra.size else 0.0
     gap_score = float(np.max(np.abs(sa - sb))) if sa.size else 0.0
     return PredictionDiff(rows=rows, max_abs_raw=gap_raw, max_abs_score=gap_score, flips=flips, threshold=float(threshold),
-                          by_score=_by_score(sa, flipped) if flips else ())
+                          by_score=_by_score(sa, flipped) if flips and sa.ndim == 1 else ())  # one score per row only
 
 
 def _by_score(scores: np.ndarray, flipped: np.ndarray, bins: int = 20) -> tuple[tuple[float, float, int, int], ...]:

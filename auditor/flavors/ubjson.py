@@ -86,7 +86,7 @@ def loads(data: bytes | bytearray | memoryview, *, spans: bool = False) -> Any:
     reader = _Reader(bytes(data) if isinstance(data, memoryview) else data, spans)
     try:
         value = reader.value(reader.marker(), 0)
-    except (IndexError, KeyError, struct.error, ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except (IndexError, KeyError, struct.error, ValueError, TypeError, OverflowError, UnicodeDecodeError, RecursionError) as exc:
         raise MalformedRecord(f"not a well-formed UBJSON document at byte {reader.at}: {exc}") from None
     if reader.at != len(reader.data):
         raise MalformedRecord(f"UBJSON document ends at byte {reader.at} of {len(reader.data)}")

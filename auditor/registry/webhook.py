@@ -78,9 +78,14 @@ class ReplayGuard:
     def check_and_remember(self, delivery_id: str, now: float) -> None:
         self.seen = {k: t for k, t in self.seen.items() if now - t <= 2 * self.window_s}
         if delivery_id in self.seen:
-            raise WebhookRefused(f"delivery {delivery_id} was already received: a replay", status=409,
-                                 hint="MLflow sends each delivery id once; a second copy starts nothing")
+            raise WebhookRefused(f"delivery {delivery_id} was already received and acted on: a replay", status=409,
+                                 hint="a delivery starts its DAG once; MLflow retries only one that failed")
         self.seen[delivery_id] = now
+
+    def forget(self, delivery_id: str) -> None:
+        """A delivery whose event could not be recorded: MLflow retries it (same id, timestamp and signature) on a
+        5xx answer, and the retry must be accepted, not refused as a replay."""
+        self.seen.pop(delivery_id, None)
 
 
 def sign(secret: str, delivery_id: str, timestamp: str, body: str) -> str:

@@ -30,7 +30,11 @@ with create_session() as s:
     events = [(e.asset.uri, e.extra) for e in s.scalars(select(AssetEvent))]
 from airflow import plugins_manager
 apps = [a.get("url_prefix") for a in plugins_manager.get_fastapi_plugins()[0]]  # what the API server mounts
-json.dump({"emitted": emitted, "queued": queued, "events": events, "apps": apps}, open(os.environ["PROBE_OUT"], "w"))
+os.environ["REPRO_ALIAS_ASSET"] = "airflow://reserved"  # a value Airflow refuses: the DAG still parses, on the default
+from auditor.airflow.promotion import promotion_schedule
+fallback = [a.uri for a in promotion_schedule()]
+json.dump({"emitted": emitted, "queued": queued, "events": events, "apps": apps, "fallback": fallback},
+          open(os.environ["PROBE_OUT"], "w"))
 """
 
 
@@ -50,3 +54,4 @@ def test_a_verified_version_and_alias_event_queue_their_dags(airflow_db, run_in_
     assert extras["mlflow://models/"]["model_uri"] == "models:/credit-scorer/3"  # what the audit DAG's template reads
     assert extras["mlflow://aliases/"]["alias"] == "champion"
     assert "/repro-audit" in out["apps"], out["apps"]  # the receiver is mounted by the plugin Airflow loads
+    assert out["fallback"] == ["mlflow://aliases/"]

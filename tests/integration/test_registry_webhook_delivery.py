@@ -115,3 +115,29 @@ def test_unsigned_forged_or_replayed_requests_are_refused_and_start_nothing(rece
     replay = requests.post(url, data=body, headers=good, timeout=10)
     assert replay.status_code == 409 and "already received" in replay.json()["refused"]
     assert len(events) == before + 1 and events[-1]["model_uri"] == "models:/credit-scorer/9"
+
+NOW = 1_800_000_000
+
+
+def test_a_delivery_whose_event_could_not_be_recorded_is_accepted_when_mlflow_retries_it():
+    """MLflow retries a 5xx with the same delivery id, timestamp and signature: that retry is not a replay."""
+    from fastapi.testclient import TestClient
+
+    recorded, failures = [], [RuntimeError("database is locked")]
+
+    def emit(event):
+        if failures:
+            raise failures.pop()
+        recorded.append(event.model_uri)
+        return "recorded"
+
+    client = TestClient(make_app(emit=emit, secret=lambda: SECRET, clock=lambda: NOW))
+    body = json.dumps({"entity": "model_version", "action": "created", "timestamp": "now",
+                       "data": {"name": "credit-scorer", "version": "7"}})
+    stamp, delivery = str(NOW), "d-retry"
+    headers = {"X-MLflow-Delivery-Id": delivery, "X-MLflow-Timestamp": stamp, "X-MLflow-Signature": sign(SECRET, delivery, stamp, body)}
+    first = client.post(ROUTE, content=body, headers=headers)
+    retry = client.post(ROUTE, content=body, headers=headers)
+    again = client.post(ROUTE, content=body, headers=headers)
+    assert (first.status_code, retry.status_code, again.status_code) == (503, 202, 409), (first.text, retry.text, again.text)
+    assert recorded == ["models:/credit-scorer/7"]  # recorded once: the retry, never the replay after it

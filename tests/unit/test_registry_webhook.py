@@ -78,3 +78,4 @@ def test_a_signed_payload_naming_a_model_the_audit_would_refuse_is_refused():
     with pytest.raises(WebhookRefused) as refused:
         verify(headers, body, secret=SECRET, now=NOW, guard=ReplayGuard())
     assert refused.value.status == 400 and "U+202E" in str(refused.value)
+

@@ -116,3 +116,32 @@ def test_an_adoptions_lineage_warnings_stay_in_the_tier_because_its_table_shows_
     rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] seeds: too few reruns (fix: more)"])],
                        table_has_warnings=False)
     assert rows[0]["details"] == ["[warning] seeds: too few reruns (fix: more)"]
+
+
+def test_the_twin_always_shows_the_first_node_that_differs_deep_in_a_tree():
+    import json
+
+    from auditor.flavors.base import Node, Normal, diff_normals
+    from auditor.judge.models import as_weight_diff
+
+    def tree(leaf40):  # a complete binary tree of 63 nodes: splits 0-30, leaves 31-62
+        splits = [Node(feature=k % 3, threshold=0.5, children=(2 * k + 1, 2 * k + 2)) for k in range(31)]
+        return splits + [Node(value=(leaf40 if k == 40 else 0.5,)) for k in range(31, 63)]
+
+    _, evidence = as_weight_diff(diff_normals(Normal(flavor="xgboost", trees=[tree(0.5)]),
+                                              Normal(flavor="xgboost", trees=[tree(0.75)])), "xgboost")
+    twin = json.loads(evidence["model.first_tree"])
+    assert [n for n in twin["nodes"] if n[1] != n[2]] == [[40, "leaf 0.5", "leaf 0.75"]], twin
+
+
+def test_scores_with_one_column_per_class_get_no_by_score_picture():
+    """Multi-class decisions are an argmax, not a threshold: binning every class cell would count rows per class."""
+    import numpy as np
+
+    from auditor.flavors import predictions
+
+    a = np.tile([[0.2, 0.3, 0.5]], (10, 1))
+    b = a.copy()
+    b[:3] = [0.5, 0.3, 0.2]
+    found = predictions.compare(dict(zip(predictions.ARRAYS, (a, b, a, b), strict=True)), 0.5)
+    assert found.flips > 0 and found.by_score == ()
