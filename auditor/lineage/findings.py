@@ -23,4 +23,6 @@ class Finding(BaseModel):
         return self.severity == "blocking"
 
     def __str__(self) -> str:
-        return f"[{self.severity}] {self.path}: {self.message} (fix: {self.hint})"
+        # a dash, not a colon, after the path: "credentials.pin: a secret-looking value" would read as a key and its
+        # value to the redaction every output line passes through, and lose its word "a"
+        return f"[{self.severity}] {self.path} — {self.message} (fix: {self.hint})"

@@ -28,7 +28,7 @@ def test_a_line_two_tiers_share_is_shown_under_bitwise_and_counted_under_statist
 
 
 def test_lineage_warnings_are_left_to_the_lineage_table_and_a_detail_repeating_the_summary_goes():
-    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] data.train.split: not recorded (fix: record it)"]),
+    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] data.train.split — not recorded (fix: record it)"]),
                         _row("statistical", "2 same-seed reruns differ", ["weights: 2 same-seed reruns differ", "auc: inside"])])
     assert rows[0]["details"] == ["1 warning(s), each with its fix, in the lineage table below"]
     assert rows[1]["details"] == ["auc: inside"]
@@ -113,9 +113,9 @@ def test_the_first_divergent_tree_is_shown_beside_its_registered_twin():
 
 
 def test_an_adoptions_lineage_warnings_stay_in_the_tier_because_its_table_shows_only_its_classes():
-    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] seeds: too few reruns (fix: more)"])],
+    rows = quiet_tiers([_row("lineage", "complete, 1 warning(s)", ["[warning] seeds — too few reruns (fix: more)"])],
                        table_has_warnings=False)
-    assert rows[0]["details"] == ["[warning] seeds: too few reruns (fix: more)"]
+    assert rows[0]["details"] == ["[warning] seeds — too few reruns (fix: more)"]
 
 
 def test_the_twin_always_shows_the_first_node_that_differs_deep_in_a_tree():
@@ -145,3 +145,13 @@ def test_scores_with_one_column_per_class_get_no_by_score_picture():
     b[:3] = [0.5, 0.3, 0.2]
     found = predictions.compare(dict(zip(predictions.ARRAYS, (a, b, a, b), strict=True)), 0.5)
     assert found.flips > 0 and found.by_score == ()
+
+
+def test_a_finding_on_a_secret_looking_config_key_is_not_mangled_by_the_redaction_of_output():
+    """Our own line "config.resolved.credentials.pin: a secret-looking value was redacted" lost its word "a" to the
+    key: value rule every output line passes through; the path and the message are now joined by a dash."""
+    from auditor.lineage.redact import redact_text
+
+    finding = Finding(code="config.redacted", path="config.resolved.credentials.pin", severity="warning",
+                      message="a secret-looking value was redacted; a rebuild sees the marker", hint="read it from the environment")
+    assert redact_text(str(finding)) == str(finding)
