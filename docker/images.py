@@ -447,7 +447,7 @@ AIRFLOW_REPOSITORY = "repro-audit/airflow"
 AIRFLOW_EXTRAS = "mlflow,s3,airflow"
 #: what the stack needs beside them: the PostgreSQL driver of Airflow's metadata and MLflow's backend
 AIRFLOW_DISTRIBUTIONS = ("psycopg2-binary",)
-AIRFLOW_CONTEXT = (*CONTEXT, "dags")
+AIRFLOW_CONTEXT = (*CONTEXT, "dags", "plugins")  # the DAGs and the webhook plugin beside them
 
 
 def airflow_pins(extras: str = TRAINER_EXTRAS) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """The registry webhook receiver: MLflow's signed deliveries become Airflow asset events, with no polling.
 
-An Airflow 3 plugin (``ReproAuditPlugin``, registered by the ``airflow.plugins`` entry point) serves the FastAPI app
-``make_app`` inside the API server at ``/repro-audit``: MLflow posts to ``<api server>/repro-audit/mlflow``
+An Airflow 3 plugin (``ReproAuditPlugin``, loaded from the repository's ``plugins/`` folder deployed as Airflow's
+plugins folder) serves the FastAPI app ``make_app`` inside the API server at ``/repro-audit``: MLflow posts to ``<api server>/repro-audit/mlflow``
 (``repro-audit webhook register URL`` subscribes it). Each delivery is verified first
 (``auditor.registry.webhook.verify``: signature, timestamp window, delivery id never seen); a refused one is answered
 401/409/400 and starts nothing. A verified one becomes one asset event:

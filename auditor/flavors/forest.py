@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from auditor.flavors.keys import _array_key
+
 #: a child slot a node does not use (a leaf, or a node with fewer children than the forest's widest)
 PAD = np.iinfo(np.int64).min
 
@@ -170,12 +172,6 @@ def _joined(columns: Sequence[np.ndarray]) -> np.ndarray:
     if any(c.dtype == object for c in columns):
         return np.concatenate([c.astype(object) for c in columns])
     return np.concatenate(columns)
-
-
-def _array_key(a: np.ndarray) -> list[Any]:
-    from auditor.flavors.base import _array_key as key  # one way to key an array (base imports this module)
-
-    return key(a)
 
 
 @dataclass

@@ -3,7 +3,8 @@ scheduled on it: a new version queues ``repro_audit_registered_version``, an ali
 (under ``REPRO_REGISTRY_EVENTS=webhook``), through ``auditor.airflow.webhook.airflow_emit``, the emitter the plugin's
 receiver calls (Airflow's asset manager, as its REST API's create-asset-event does). The scheduler turns a queued
 asset run into a DAG run; the delivery itself is checked with a real ``mlflow server`` in
-``tests/integration/test_registry_webhook_delivery.py``. The plugin is checked as Airflow loads it (its entry point).
+``tests/integration/test_registry_webhook_delivery.py``. The plugin is checked as Airflow loads it from the repository's
+``plugins/`` folder (as the image deploys it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.dags.conftest import AIRFLOW_BIN
+from tests.dags.conftest import AIRFLOW_BIN, DAGS
 
 EMIT = r"""
 import json, os
@@ -44,7 +45,8 @@ def test_a_verified_version_and_alias_event_queue_their_dags(airflow_db, run_in_
     home = Path(airflow_db["AIRFLOW_HOME"])
     shutil.copyfile(home / "airflow.db", tmp_path / "airflow.db")
     env = {**airflow_db, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow.db'}",
-           "REPRO_REGISTRY_EVENTS": "webhook", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
+           "REPRO_REGISTRY_EVENTS": "webhook", "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(Path(DAGS).parent / "plugins")}  # as the image deploys it
     parsed = subprocess.run([str(AIRFLOW_BIN), "dags", "reserialize"], env=env, capture_output=True, text=True, timeout=600)
     assert parsed.returncode == 0, parsed.stderr[-3000:]
     out = run_in_airflow(EMIT, env)

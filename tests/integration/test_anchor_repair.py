@@ -121,6 +121,7 @@ def test_mlflow_refusing_the_anchor_once_then_a_rerun_completes_it_and_verify_pa
     assert "no anchor outside the reports folder names this ledger" in doc["problems"][0]["message"]
 
     client.restore_experiment(experiment)
+    caplog.clear()  # the first audit's own "publish … to …" is not this one's
     with caplog.at_level(logging.INFO, logger="auditor.steps.publish"):
         again = session(settings).audit(refs[0], options)
     assert again.publish_failure is None and again.skipped  # the stored evidence, finished: not audited twice
