@@ -23,6 +23,10 @@ from airflow.utils.session import create_session
 from auditor.airflow.webhook import airflow_emit
 from auditor.registry.webhook import RegistryEvent
 
+from airflow.models.dag import DagModel
+with create_session() as s:  # deployed DAGs are unpaused (the copied database may hold them paused by an earlier test)
+    for dag in s.scalars(select(DagModel)):
+        dag.is_paused = False
 version = RegistryEvent("model_version.created", "credit-scorer", "3", None, "d-1")
 alias = RegistryEvent("model_version_alias.created", "credit-scorer", "3", "champion", "d-2")
 emitted = [airflow_emit(version), airflow_emit(alias)]
