@@ -8,7 +8,6 @@ and our own static CSS/JS files.
 from __future__ import annotations
 
 import base64
-import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -21,26 +20,12 @@ from auditor.digests import sha256_file_raw
 from auditor.report import plots, regmap, view
 from auditor.report.evidence import audit_of
 from auditor.report.headline import SPREAD_CAUSES, WEIGHT_CAUSES, cause
-from auditor.report.tidy import tag_lines, ticks
+from auditor.report.tidy import fmt, tag_lines, ticks  # fmt: numbers for people, one home for the page and its tags
 from auditor.settings import OVERDUE_DAYS, SIGNING_KEY
 from auditor.tags import TAG_BANDS
 from auditor.uris import visible
 
 TEMPLATES = Path(__file__).with_name("templates")
-
-
-def fmt(value: Any, digits: int = 4) -> str:
-    """Numbers for people: four significant digits (the JSON evidence beside the page keeps every digit), text kept
-    as text, None as a dash."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return repr(value)
-        return f"{value:.{digits}g}"
-    return str(value)
 
 
 def fmt_seconds(value: float | None) -> str:

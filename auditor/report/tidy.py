@@ -8,6 +8,7 @@ counts them). Backticks in our messages become code, JSON tag values become ``ke
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -80,14 +81,23 @@ def _flatten(data: dict[str, Any], prefix: str, out: list[str]) -> None:
 
 
 def _short(value: Any) -> str:
+    """One tag value: a scalar as the page shows numbers (``fmt``), anything else as JSON; long text cut at 120."""
+    text = fmt(value) if value is None or isinstance(value, (bool, int, float, str)) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """Numbers for people: four significant digits (the JSON evidence beside the page keeps every digit), text kept
+    as text, None as a dash."""
     if value is None:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 120 else text[:119] + "…"
+        if not math.isfinite(value):
+            return repr(value)
+        return f"{value:.{digits}g}"
+    return str(value)
 
 
-__all__ = ["quiet_tiers", "tag_lines", "ticks"]
+__all__ = ["fmt", "quiet_tiers", "tag_lines", "ticks"]
