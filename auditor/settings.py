@@ -12,10 +12,20 @@ Every variable is ``REPRO_*`` except ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY
 the names MLflow users already set. An unset or empty variable takes the default; a malformed one
 raises ``BadInput`` naming the variable and what to set it to.
 
+A team may commit its settings instead: ``repro-audit.toml`` (or ``[tool.repro-audit]`` in
+``pyproject.toml``), found from the working directory upward, one key per setting: the variable's
+name without ``REPRO_`` / ``MLFLOW_``, lower-case (``reports = "s3://bucket/reports"``,
+``tracking_uri = "http://mlflow:5000"``, ``nightly_budget_hours = 4``). When one folder holds both
+files, ``repro-audit.toml`` is read and the table is not. Precedence: an environment variable, then
+the file, then the default. Secrets (``secret=True``: the webhook's HMAC secret) are refused in a
+file; they come from the environment. ``auditor.catalog`` says the rules; ``explain()`` gives each
+setting's value and where it came from (``repro-audit config show``).
+
 Resolve them once per entry point (the CLI, a DAG task, the rebuild pod) with ``get_settings()``
-and pass the ``Settings`` down; tests build their own with ``Settings.from_env({...})``. Code that
-must not raise (a DAG file while Airflow parses it) reads one value with ``Setting.get_or_default``,
-which logs a warning and falls back to the default.
+and pass the ``Settings`` down; tests build their own with ``Settings.from_env({...})``, which reads
+that mapping alone (a file only when asked: ``config_file=`` or ``cwd=``). Code that must not raise
+(a DAG file while Airflow parses it) reads one value with ``Setting.get_or_default``, which logs a
+warning and falls back to the default; ``Setting.get()`` with no mapping reads the file too.
 
 The names here are settings: what an operator configures. The entry-point contract between a
 training script and a rebuild (``REPRO_OUTPUT_DIR``, ``REPRO_SEED``, …) is ``auditor.contract``.
@@ -32,7 +42,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from auditor.catalog import (  # noqa: F401 - the declaration types are part of the catalog
+    CONFIG_FILE,
+    PYPROJECT,
     TYPES,
+    Configured,
     Cron,
     Directions,
     Flag,
@@ -41,7 +54,9 @@ from auditor.catalog import (  # noqa: F401 - the declaration types are part of 
     Pairs,
     Setting,
     _read,
+    configured,
     declared,
+    find_config,
     setting,
 )
 from auditor.errors import BadInput  # noqa: F401
@@ -220,7 +235,7 @@ class Settings:
     webhook_secret: str | None = setting(
         "REPRO_WEBHOOK_SECRET", None,
         "the HMAC secret MLflow signs registry webhooks with (repro-audit webhook register gives it to MLflow); "
-        "unset: the receiver refuses every request",
+        "unset: the receiver refuses every request", secret=True,
     )
 
     signing_key: str | None = setting(
@@ -316,9 +331,16 @@ class Settings:
         return Path(base) / "repro-audit" / "venvs"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Every setting from ``env`` (default ``os.environ``); ``BadInput`` names the first malformed one."""
-        return cls(**_read(cls, env), kubernetes=KubernetesSettings.from_env(env))
+    def from_env(cls, env: Mapping[str, str] | None = None, *, config_file: Path | str | None = None,
+                 cwd: Path | None = None) -> Settings:
+        """Every setting from ``env`` over a configuration file; ``BadInput`` names the first malformed one.
+
+        ``env=None``: this process's, ``os.environ`` over the file found from the working directory. A mapping
+        given is read alone, unless ``config_file`` names a file or ``cwd`` a folder to look one up from
+        (``auditor.catalog.configured``).
+        """
+        values_from = configured(env, config_file=config_file, cwd=cwd)
+        return cls(**_read(cls, values_from), kubernetes=KubernetesSettings.from_env(values_from))
 
 
 #: the Kubernetes route's settings (``REPRO_K8S_*``)
@@ -411,5 +433,36 @@ def snapshot_store_from(env: Mapping[str, str] | None = None) -> str:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    """The process-wide settings, read from the environment on first use."""
+    """The process-wide settings, read on first use: the environment over the configuration file found from the
+    working directory (``repro-audit.toml`` or ``[tool.repro-audit]`` in ``pyproject.toml``)."""
     return Settings.from_env()
+
+
+#: how ``explain`` shows a secret's value
+REDACTED = "***"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One setting as resolved: its ``value`` (a derived default worked out) and its ``source``: ``environment``,
+    ``file PATH`` or ``default``. ``shown`` is the value to print: a secret's is ``REDACTED``."""
+
+    setting: Setting
+    value: object
+    source: str
+
+    @property
+    def shown(self) -> object:
+        return REDACTED if self.setting.secret and self.value is not None else self.value
+
+
+def explain(env: Mapping[str, str] | None = None, *, cwd: Path | None = None) -> tuple[Path | None, list[Resolved]]:
+    """The configuration file read (or ``None``) and every setting, in the docs' order, with its value and source.
+
+    As ``Settings.from_env(env, cwd=cwd)`` resolves them (``env=None``: this process's); ``BadInput`` alike.
+    """
+    values_from = configured(env, cwd=cwd)
+    resolved = Settings.from_env(values_from)
+    rows = [Resolved(s, getattr(resolved, s.attr), values_from.source(s.name)) for s in declared(Settings)]
+    rows += [Resolved(s, getattr(resolved.kubernetes, s.attr), values_from.source(s.name)) for s in KUBERNETES_SETTINGS]
+    return (values_from.file.path if values_from.file else None), rows

@@ -29,7 +29,6 @@ import.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -147,9 +146,9 @@ def parse_time_pod(env: Mapping[str, str] | None = None) -> PodSettings | None:
     settings are (no ``REPRO_K8S_IMAGE``, an image not pinned by digest, a malformed
     ``REPRO_K8S_*``): a warning is logged, and the task fails at run time with the reason
     (``check_route``). Reads only the backend, the ``REPRO_K8S_*`` variables and the rebuild
-    timeout, so another malformed setting does not change the route.
+    timeout, so another malformed setting does not change the route. ``env=None``: the
+    environment over the configuration file (``auditor.settings``).
     """
-    env = os.environ if env is None else env
     if REBUILD_BACKEND.get_or_default(env) != "kubernetes":
         return None
     from auditor.airflow.kubernetes import PodSettings
