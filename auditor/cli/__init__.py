@@ -29,7 +29,7 @@ app = typer.Typer(
 )
 
 # Each module registers its commands on ``app`` when imported.
-_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "pack", "report", "completion", "demo", "compare", "adopt", "retention", "webhook")
+_COMMAND_MODULES = ("lineage", "lineage_show", "snapshot", "models", "evidence", "pack", "report", "completion", "demo", "compare", "adopt", "retention", "webhook", "config")
 
 
 def _load_commands() -> None:
