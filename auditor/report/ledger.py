@@ -31,6 +31,8 @@ ENTRIES = "ledger/entries/"
 #: the promotion gate's comparisons and their MLflow thresholds (``auditor.steps.compare``): written beside the
 #: reports, never ledgered (a comparison is a reading of two calibrations' stored reruns, not an audit)
 COMPARISONS = "comparisons/"
+#: a mapped calibration's rerun results (``auditor.steps.mapped``): working files, never ledgered
+CALIBRATION_RERUNS = "calibration-reruns/"
 GENESIS = spelled("0" * 64)
 
 

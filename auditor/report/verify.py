@@ -33,6 +33,7 @@ from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE, NIGHT_FILE
 from auditor.report.itself import auditor_of
 from auditor.report.ledger import (
+    CALIBRATION_RERUNS,
     COMPARISONS,
     ENTRIES,
     GENESIS,
@@ -548,8 +549,8 @@ def _unnamed_problems(store: BlobStore, keys: list[str], named: dict[str, str],
     for key in keys:
         if key in named or key in (LEDGER_FILE, INDEX_FILE, COVERAGE_FILE, COVERAGE_INPUTS, NIGHT_FILE) or key.startswith(ENTRIES):
             continue  # the derived pages are checked by the rules that know them (_index_problems, _coverage_problems)
-        if key.startswith(COMPARISONS):  # the promotion gate's readings, never ledgered: not evidence of an audit
-            continue
+        if key.startswith((COMPARISONS, CALIBRATION_RERUNS)):  # never ledgered, not an audit's evidence: the gate's
+            continue  # readings, a mapped calibration's working files (its calibration is ledgered)
         if key == PLACEHOLDER and not store.read(key):  # an empty .gitkeep keeps a checked-in folder
             continue
         if key.startswith(SUMMARIES) and key.endswith(".json"):

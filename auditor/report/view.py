@@ -471,7 +471,9 @@ def noise(audit: AuditResult) -> dict[str, Any] | None:
     spent = [f"{cost.get('reruns', 0)} reruns ({cost.get('same_seed', 0)} same-seed, {cost.get('seed_varied', 0)} seed-varied)"]
     if cost.get("wall_s") is not None:
         spent.append(f"{cost['wall_s']:.1f} s wall")
-    if (cost.get("workers") or 1) > 1 and cost.get("elapsed_s") is not None:
+    if cost.get("mapped") and cost.get("elapsed_s") is not None:
+        spent.append(f"{cost['elapsed_s']:.1f} s elapsed as one mapped task per rerun")
+    elif (cost.get("workers") or 1) > 1 and cost.get("elapsed_s") is not None:
         spent.append(f"{cost['elapsed_s']:.1f} s elapsed with {cost['workers']} at a time")
     spent.append(f"{cost['cpu_s']:.1f} CPU s" if cost.get("cpu_s") is not None else "CPU seconds not measured")
     if cost.get("accelerator_s") is not None:

@@ -39,7 +39,7 @@ def calibration_seeds(seed: int, reruns: int) -> list[int]:
     return [derive_seed(seed, f"calibration-{i}") % 2**31 for i in range(reruns)]
 
 
-def _check_counts(reruns: int, same_seed: int) -> None:
+def check_counts(reruns: int, same_seed: int) -> None:
     from auditor.judge.floors import MIN_SAME_SEED, MIN_SEED_VARIED
 
     if reruns < MIN_SEED_VARIED:
@@ -147,6 +147,21 @@ def model_digest(run: RunResult) -> str | None:
     return run.canonical_sha256 or run.weights_sha256
 
 
+def judge_same_seed(session: Any, info: Any, record: Any, same: list[RunResult], workspace: Any, run_with: Any, tmp: Any,
+                    progress: Progress) -> Any:
+    """The same-seed floor, once the reruns are execution noise of the recipe (``check_recipe``, else ``Findings``)
+    and any noise source the record claims is verified (``noise_claims``: it widens nothing until then). Called
+    before the seed-varied reruns, so nothing is paid for a refusal; ``workspace()`` is prepared only when a claim
+    needs its deterministic reruns."""
+    floor = same_seed_floor(record, same)
+    check_recipe(session, info, record, same, floor, tmp)
+    if noise_claims.needs_verifying(record, floor):
+        floor = floor.model_copy(update={"noise_verified": noise_claims.verify(
+            info.ref, record, workspace(), run_with, tmp, timeout_s=session.settings.rebuild_timeout_s, progress=progress,
+            digest=model_digest)})
+    return floor
+
+
 def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any, counts: tuple[int, int],
            progress: Progress) -> tuple[Any, list[int], list[RunResult], list[Any], dict[str, Any]]:
     """The same-seed reruns (their floor, measured before the scratch folder goes), then the seed-varied
@@ -171,11 +186,7 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
             return run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout)
 
         same = in_parallel(same_run, range(same_seed), workers)
-        floor = same_seed_floor(record, same)
-        check_recipe(session, info, record, same, floor, tmp)  # before the seed-varied reruns: nothing is paid for a refusal
-        if noise_claims.needs_verifying(record, floor):  # a claimed noise source widens nothing until verified
-            floor = floor.model_copy(update={"noise_verified": noise_claims.verify(
-                info.ref, record, workspace, run_with, tmp, timeout_s=timeout, progress=progress, digest=model_digest)})
+        floor = judge_same_seed(session, info, record, same, lambda: workspace, run_with, tmp, progress)
         seeds = calibration_seeds(record.seeds.seed, reruns)
 
         def varied_run(item: tuple[int, int]) -> RunResult:
@@ -195,36 +206,50 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
 
 def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runner: str | None, replace: bool,
               progress: Progress) -> Bands:
-    """Measure both noise floors and store them with the version; returns the bands.
+    """Measure both noise floors and store them with the version; returns the bands (the CLI's path: every rerun in
+    this process; ``auditor.steps.mapped`` spreads the same reruns over workers and ends in the same ``finish``).
 
     A metric no seed moves gets no band (a finding).
     """
+    check_counts(reruns, same_seed)  # before the runner, as before: a count is the commonest slip
+    run_with = session.runner(runner)
+    info, record, diff = begin(session, model_ref, reruns=reruns, same_seed=same_seed, replace=replace, progress=progress)
+    floor, seeds, varied, decided, spent = _rerun(session, info, record, diff, run_with, (same_seed, reruns), progress)
+    return finish(session, info, record, floor, list(zip(seeds, varied, decided, strict=True)), spent)
+
+
+def begin(session: Any, model_ref: str, *, reruns: int, same_seed: int, replace: bool, progress: Progress) -> tuple[Any, Any, Any]:
+    """Before any rerun: the counts are usable, the version resolved (pinned), its lineage complete, a base seed
+    recorded, and no stronger calibration would be replaced. Returns (info, record, diff)."""
+    check_counts(reruns, same_seed)
+    info = resolving(session, model_ref, progress)
+    record, diff = session.registry.load_record(info)
+    require_complete_lineage(info.ref, record, diff)
+    if record.seeds is None or record.seeds.seed is None:
+        raise BadInput(f"{info.ref} records no base seed to vary")
+    _refuse_weaker(session.registry, info, reruns, replace)
+    return info, record, diff
+
+
+def finish(session: Any, info: Any, record: Any, floor: Any, varied: list[tuple[int, RunResult, Any]],
+           spent: dict[str, Any]) -> Bands:
+    """From the same-seed floor and the seed-varied reruns (seed, run, packed decisions), in seed order: the
+    calibration and its bands, stored with the version as evidence (``log_calibration_run``) and as its tags."""
     from auditor.judge.calibrate import bands_from_reruns, direction_of
     from auditor.judge.expected import expected_tier
     from auditor.judge.floors import Calibration, FloorRun
     from auditor.judge.tolerance import bands_to_json
     from auditor.tags import TAG_BANDS, TAG_CALIBRATION
 
-    _check_counts(reruns, same_seed)
-    run_with = session.runner(runner)
-    info = resolving(session, model_ref, progress)
-    registry = session.registry
-    record, diff = registry.load_record(info)
-    require_complete_lineage(info.ref, record, diff)
-    if record.seeds is None or record.seeds.seed is None:
-        raise BadInput(f"{info.ref} records no base seed to vary")
-    _refuse_weaker(registry, info, reruns, replace)
-    floor, seeds, varied, decided, spent = _rerun(session, info, record, diff, run_with, (same_seed, reruns), progress)
-    metrics = {f"rerun-{i + 1}-seed-{seed}": run.metrics for i, (seed, run) in enumerate(zip(seeds, varied, strict=True))}
+    metrics = {f"rerun-{i + 1}-seed-{seed}": run.metrics for i, (seed, run, _) in enumerate(varied)}
     names = sorted({n for m in metrics.values() for n in m})
     zero = [n for n in names if len({json.dumps(m.get(n)) for m in metrics.values()}) == 1]
-    hashes = {model_digest(run) for run in varied}
+    hashes = {model_digest(run) for _, run, _ in varied}
     declared = dict(session.settings.metric_directions)
     calibration = Calibration(
         calibrated_at=now(),
         same_seed=floor,
-        seed_varied=[FloorRun(seed=s, weights_sha256=model_digest(r), metrics=r.metrics, decisions=d)
-                     for s, r, d in zip(seeds, varied, decided, strict=True)],
+        seed_varied=[FloorRun(seed=s, weights_sha256=model_digest(r), metrics=r.metrics, decisions=d) for s, r, d in varied],
         cost=spent,
         zero_spread=zero,
         seed_ignored=len(hashes) == 1 and None not in hashes,
@@ -238,7 +263,7 @@ def calibrate(session: Any, model_ref: str, *, reruns: int, same_seed: int, runn
     evidence = log_calibration_run(session, info, calibration)
     bands = Bands({name: band.model_copy(update={"evidence": evidence}) for name, band in computed.items()})
     bands.calibration = calibration
-    registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
+    session.registry.set_tags(info, {TAG_BANDS: bands_to_json(bands), TAG_CALIBRATION: calibration.to_json()})
     log.info("calibrate %s: stored %d band(s)", info.ref, len(bands))
     return bands
 
@@ -347,5 +372,5 @@ def _refusal(code: str, message: str) -> Finding:
     return Finding(code=code, path="bands", severity="warning", message=message, hint="re-run `repro-audit calibrate`")
 
 
-__all__ = ["Band", "Bands", "calibrate", "calibration_seeds", "log_calibration_run", "model_digest", "same_seed_floor",
+__all__ = ["Band", "Bands", "begin", "calibrate", "calibration_seeds", "check_counts", "check_recipe", "finish", "judge_same_seed", "log_calibration_run", "model_digest", "same_seed_floor",
            "stored_calibrations"]

@@ -26,6 +26,8 @@ from auditor.steps.options import AuditOptions, AuditOutcome
 
 if TYPE_CHECKING:
     from auditor.settings import Settings
+    from auditor.steps.calibrate import Bands
+    from auditor.steps.mapped import CalibrationPlan, PlannedRerun
     from auditor.storage import BlobStore
 
 _UNSET: Any = object()
@@ -136,6 +138,28 @@ class Session:
         from auditor.steps.calibrate import calibrate
 
         return calibrate(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
+
+    # a calibration spread over workers (``auditor.steps.mapped``): the DAG's four tasks, one door each
+    def calibrate_plan(self, ref: str, *, reruns: int = 5, same_seed: int = 2, runner: str | None = None,
+                       replace: bool = False, progress: Progress = quiet) -> CalibrationPlan:
+        from auditor.steps.mapped import plan
+
+        return plan(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
+
+    def calibrate_rerun(self, planned: CalibrationPlan, item: PlannedRerun, *, progress: Progress = quiet) -> dict[str, Any]:
+        from auditor.steps.mapped import rerun
+
+        return rerun(self, planned, item, progress)
+
+    def calibrate_check(self, planned: CalibrationPlan, *, progress: Progress = quiet) -> dict[str, Any]:
+        from auditor.steps.mapped import check
+
+        return check(self, planned, progress)
+
+    def calibrate_reduce(self, planned: CalibrationPlan, *, progress: Progress = quiet) -> Bands:
+        from auditor.steps.mapped import reduce
+
+        return reduce(self, planned, progress)
 
     def compare(self, candidate: str, incumbent: str, *, reruns: int = 5, metrics: list[str] | None = None,
                 runner: str | None = None, calibrate_missing: bool = True, publish: bool = True,

@@ -22,7 +22,9 @@ GPU_TASKS = {
     ("repro_nightly_audit", "audit"),
     ("repro_rebuild_model", "rebuild"),
     ("repro_promotion_gate", "compare"),
-    ("repro_calibrate_tolerance", "calibrate"),
+    ("repro_calibrate_tolerance", "rerun_same_seed"),  # one mapped task per rerun (issue 43)
+    ("repro_calibrate_tolerance", "check_same_seed"),  # verifying a claimed noise source reruns
+    ("repro_calibrate_tolerance", "rerun_seed_varied"),
 }
 HEAVY = ("torch", "mlflow", "boto3", "botocore", "docker", "pandas", "safetensors", "deltalake")
 # What a DAG file may import at its top: the Task SDK, dates, and the auditor's Airflow package.
@@ -189,7 +191,7 @@ def test_the_on_demand_dags_are_triggered_by_hand_with_model_uri_and_reruns(pars
     rebuild, calibrate = parsed["dags"]["repro_rebuild_model"], parsed["dags"]["repro_calibrate_tolerance"]
     assert rebuild["schedule"] is None and calibrate["schedule"] is None
     assert set(rebuild["params"]) == {"model_uri", "reruns", "runner"}
-    assert set(calibrate["params"]) == {"model_uri", "reruns"}
+    assert set(calibrate["params"]) == {"model_uri", "reruns", "same_seed"}
     assert "model_uri" not in rebuild["param_defaults"]  # no silent default model: the trigger must name one
     assert rebuild["param_defaults"]["runner"] == "docker"  # from REPRO_RUNNER
     assert calibrate["params"]["reruns"]["minimum"] >= 2  # a band from one run has no spread
