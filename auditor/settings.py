@@ -237,6 +237,10 @@ class Settings:
         "the HMAC secret MLflow signs registry webhooks with (repro-audit webhook register gives it to MLflow); "
         "unset: the receiver refuses every request", secret=True,
     )
+    dag_owner: str = setting(
+        "REPRO_DAG_OWNER", "model-risk",
+        "the owner of every repro-audit DAG's tasks, as Airflow's DAG list shows and filters them (a team's name)",
+    )
 
     signing_key: str | None = setting(
         "REPRO_SIGNING_KEY", None,
@@ -383,6 +387,7 @@ TRAINING_ASSET = _TOP["training_asset"]
 ALIAS_ASSET = _TOP["alias_asset"]
 REGISTRY_EVENTS = _TOP["registry_events"]
 WEBHOOK_SECRET = _TOP["webhook_secret"]
+DAG_OWNER = _TOP["dag_owner"]
 SIGNING_KEY = _TOP["signing_key"]
 SIGNING_PUBLIC_KEY = _TOP["signing_public_key"]
 SIGNER = _TOP["signer"]
@@ -411,7 +416,7 @@ K8S_NODE_SELECTOR = _K8S["node_selector"]
 K8S_PRIORITY_CLASS = _K8S["priority_class"]
 K8S_IMAGE_PULL_SECRET = _K8S["image_pull_secret"]
 AIRFLOW_SETTINGS = (NOTIFY_EMAIL, SMTP_CONN_ID, MLFLOW_CONN_ID, S3_CONN_ID, TRAINING_ASSET, ALIAS_ASSET, REGISTRY_EVENTS,
-                    WEBHOOK_SECRET)
+                    WEBHOOK_SECRET, DAG_OWNER)
 
 
 def describe() -> list[tuple[str, str, str, str]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import dag
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, REGISTERED_VERSION_TEMPLATE, task_defaults, training_asset
+from auditor.airflow import GPU_POOL, GPU_QUEUE, REGISTERED_VERSION_TEMPLATE, VERDICT_DOC, task_defaults, training_asset
 from auditor.airflow.notifications import failure_notifiers
 from auditor.airflow.operators import AuditOperator, VerdictOperator
 
@@ -31,8 +31,14 @@ from auditor.airflow.operators import AuditOperator, VerdictOperator
     doc_md=__doc__,
 )
 def repro_audit_registered_version() -> None:
-    audit = AuditOperator(task_id="audit", model_ref=REGISTERED_VERSION_TEMPLATE, pool=GPU_POOL, queue=GPU_QUEUE)
-    VerdictOperator(row=audit.output)
+    audit = AuditOperator(
+        task_id="audit", model_ref=REGISTERED_VERSION_TEMPLATE, pool=GPU_POOL, queue=GPU_QUEUE,
+        doc_md="Audit the version the newest training-asset event names (its extra's `model_uri`): rebuild it from its "
+        "record, judge it, publish the report. Succeeds whatever the verdict; its XCom is the audit's row (verdict, "
+        "report). An `ERROR` with retries left is retried afresh, nothing published. In the `repro_gpu` pool, on the "
+        "`gpu` queue.",
+    )
+    VerdictOperator(row=audit.output, doc_md=VERDICT_DOC)
 
 
 repro_audit_registered_version()

@@ -30,8 +30,10 @@ from airflow.sdk import Param, dag, task
 from auditor.airflow import (
     GPU_POOL,
     GPU_QUEUE,
+    VERDICT_DOC,
     audit_date,
     check_celery_route,
+    documented,
     nightly_schedule,
     parse_time_pod,
     pick_ref,
@@ -51,12 +53,17 @@ def audit_each(picks: Any) -> Any:
     configuration that cannot be rendered logs a warning and builds the celery route, whose task
     then fails naming the variable.
     """
+    doc = ("Audit one model of tonight's sample (mapped over `sample`'s picks, each instance named by its model ref): "
+           "rebuild it from its record, judge it, publish its report. Succeeds whatever the verdict; its XCom is the "
+           "audit's row. An `ERROR` with retries left is retried afresh, nothing published. In the `repro_gpu` pool, "
+           "on the `gpu` queue (celery) or as one pod per model (kubernetes), the route chosen when the file was parsed.")
     pod = parse_time_pod()
     if pod is not None:
         from auditor.airflow.kubernetes import audit_pods
 
-        return audit_pods(picks, pod, task_id="audit", pool=GPU_POOL)
-    audits = AuditOperator.partial(task_id="audit", pool=GPU_POOL, queue=GPU_QUEUE, pre_execute=check_celery_route)
+        return audit_pods(picks, pod, task_id="audit", pool=GPU_POOL, doc_md=doc)
+    audits = AuditOperator.partial(task_id="audit", pool=GPU_POOL, queue=GPU_QUEUE, pre_execute=check_celery_route,
+                                   doc_md=doc)
     return audits.expand(model_ref=picks.map(pick_ref)).output
 
 
@@ -124,12 +131,12 @@ def repro_nightly_audit() -> None:
             checked = task_session(context).retention()
         return retention_outcome(context, checked)
 
-    retention()
-    picks = sample()
+    documented(retention)()
+    picks = documented(sample)()
     results = audit_each(picks)
-    verdicts = VerdictOperator.partial().expand(row=results)
+    verdicts = VerdictOperator.partial(doc_md=VERDICT_DOC).expand(row=results)
     # publish is last and is the night's state: it fails, after publishing, when a model did not reproduce
-    [picks, results, verdicts] >> publish()
+    [picks, results, verdicts] >> documented(publish)()
 
 
 repro_nightly_audit()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import dag, task
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
+from auditor.airflow import GPU_POOL, GPU_QUEUE, documented, task_defaults
 from auditor.airflow.notifications import failure_notifiers
 from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, RememberAliases, promotion_schedule
 
@@ -33,7 +33,10 @@ from auditor.airflow.promotion import AliasMoveSensor, PromotionGate, RememberAl
     doc_md=__doc__,
 )
 def repro_promotion_gate() -> None:
-    moved = AliasMoveSensor()
+    moved = AliasMoveSensor(
+        doc_md="Compare the registry's production aliases with the state last seen (an Airflow Variable): succeeds with "
+        "the moves in XCom, skipped when nothing moved. Waits in reschedule mode, its slot free between pokes.",
+    )
 
     @task(pool=GPU_POOL, queue=GPU_QUEUE, on_failure_callback=failure_notifiers("task"))
     def compare(move: dict, **context) -> dict:
@@ -44,9 +47,17 @@ def repro_promotion_gate() -> None:
         session = task_session(context)  # a move that can never be compared is a settled red gate, not retried each poll
         return compared_row(move, lambda: session.compare(move["candidate"], move["incumbent"]))
 
-    compared = compare.expand(move=moved.output)
-    PromotionGate.partial().expand(row=compared)
-    compared >> RememberAliases(sensor_task_id=moved.task_id)  # every move compared (red or green): remembered
+    compared = documented(compare).expand(move=moved.output)
+    PromotionGate.partial(
+        doc_md="One move's comparison as this task's state, never retried: green when the candidate is better than the "
+        "version it replaced beyond seed noise, red otherwise (not better beyond noise, or not comparable).",
+    ).expand(row=compared)
+    # every move compared (red or green): remembered
+    compared >> RememberAliases(
+        sensor_task_id=moved.task_id,
+        doc_md="Once every move was compared (green or red), the aliases the sensor saw become the state last seen, so "
+        "each move is compared once; when a comparison crashed this does not run, and the next run compares it again.",
+    )
 
 
 repro_promotion_gate()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, default_runner, task_defaults
+from auditor.airflow import GPU_POOL, GPU_QUEUE, VERDICT_DOC, default_runner, task_defaults
 from auditor.airflow.notifications import failure_notifiers
 from auditor.airflow.operators import AuditOperator, VerdictOperator
 
@@ -41,8 +41,13 @@ from auditor.airflow.operators import AuditOperator, VerdictOperator
     doc_md=__doc__,
 )
 def repro_rebuild_model() -> None:
-    rebuild = AuditOperator(task_id="rebuild", model_ref="{{ params.model_uri }}", pool=GPU_POOL, queue=GPU_QUEUE)
-    VerdictOperator(row=rebuild.output)
+    rebuild = AuditOperator(
+        task_id="rebuild", model_ref="{{ params.model_uri }}", pool=GPU_POOL, queue=GPU_QUEUE,
+        doc_md="Rebuild the trigger's `model_uri` with its `runner` and `reruns`, judge it and publish the report (the "
+        "rebuilt artifact is kept with its evidence). Succeeds whatever the verdict; a second trigger for the same "
+        "version and day publishes nothing new. In the `repro_gpu` pool, on the `gpu` queue.",
+    )
+    VerdictOperator(row=rebuild.output, doc_md=VERDICT_DOC)
 
 
 repro_rebuild_model()

@@ -8,7 +8,7 @@
 - ``auditor.airflow.kubernetes``, ``auditor.airflow.pod_main``: the Kubernetes route's pod and its entry point.
 
 This module holds what the DAG files read while Airflow parses them: the pool and queue of rebuilding
-tasks, the schedules and retry policy from the settings (through reads that never raise), and the
+tasks, the owner, schedules and retry policy from the settings (through reads that never raise), and the
 route rebuild tasks take. It imports neither Airflow nor the Kubernetes client (the pod's entry point
 loads it too); the pod spec is a plain dict, checkable without a cluster.
 
@@ -38,6 +38,7 @@ from auditor.airflow.context import REGISTERED_VERSION_TEMPLATE as REGISTERED_VE
 from auditor.airflow.context import audit_date as audit_date
 from auditor.errors import BadInput
 from auditor.settings import (
+    DAG_OWNER,
     NIGHTLY_SCHEDULE,
     REBUILD_BACKEND,
     REBUILD_TIMEOUT_S,
@@ -97,10 +98,30 @@ def asset_of(setting: Any) -> Any:
 
 
 def task_defaults() -> dict[str, Any]:
-    """Every task's retry policy: two retries, exponential backoff from ``REPRO_RETRY_DELAY_S``, capped at 16x."""
+    """Every task's owner (``REPRO_DAG_OWNER``, a team's name) and retry policy: two retries, exponential backoff
+    from ``REPRO_RETRY_DELAY_S``, capped at 16x."""
     delay = RETRY_DELAY_S.get_or_default()
-    return {"retries": 2, "retry_delay": timedelta(seconds=delay), "retry_exponential_backoff": True,
-            "max_retry_delay": timedelta(seconds=16 * delay)}
+    return {"owner": DAG_OWNER.get_or_default(), "retries": 2, "retry_delay": timedelta(seconds=delay),
+            "retry_exponential_backoff": True, "max_retry_delay": timedelta(seconds=16 * delay)}
+
+
+#: the ``verdict`` task's ``doc_md``, the same in every DAG that audits
+VERDICT_DOC = """The audit's verdict as this task's state, never retried.
+
+Green for `REPRODUCED_BITWISE` and `REPRODUCED_WITHIN_TOLERANCE`; red for `OUT_OF_TOLERANCE`, `NOT_REPRODUCIBLE`
+and a published `ERROR` (the audit's own retries are spent by then). Its *Audit report* and *Model version* links open
+the same pages as the audit's."""
+
+
+def documented(decorated: Any) -> Any:
+    """A TaskFlow task (``@task``) whose docstring, dedented, is its ``doc_md`` in Airflow's UI, mapped or not.
+
+    Airflow copies the docstring only when the task is called plainly, not when it is ``expand``-ed, and keeps its
+    indentation, which Markdown shows as code.
+    """
+    import inspect
+
+    return decorated.override(doc_md=inspect.cleandoc(decorated.function.__doc__ or ""))
 
 
 def audit_timeout() -> timedelta:
