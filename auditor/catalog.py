@@ -377,6 +377,10 @@ class Configured(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self._merged)
 
+    def over(self, variables: Mapping[str, str]) -> Configured:
+        """These values with ``variables`` set over them, as environment variables (a Connection's, in a task)."""
+        return Configured({**self.env, **variables}, self.file)
+
     def file_of(self, name: str) -> ConfigFile | None:
         """The file, when ``name``'s value is the file's (no variable over it)."""
         return self.file if self.file and name in self.file.texts and name not in self.env else None

@@ -246,3 +246,11 @@ def test_a_dag_file_takes_the_route_the_file_configures(tmp_path, monkeypatch, n
     pod = parse_time_pod()
     assert pod is not None and (pod.image, pod.gpus) == (image, 2)
     assert parse_time_pod({}) is None  # a mapping given is read alone
+
+
+def test_variables_set_over_the_configuration_keep_the_file_beneath(tmp_path):
+    project = _project(tmp_path)
+    values = configured({}, cwd=project).over({REPORTS.name: "/task/reports"})
+    assert values.source(REPORTS.name) == "environment" and values.file_of(TRACKING_URI.name) is not None
+    settings = Settings.from_env(values)
+    assert (settings.reports, settings.tracking_uri) == ("/task/reports", "http://mlflow.internal:5000")
