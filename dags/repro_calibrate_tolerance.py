@@ -14,8 +14,10 @@ calibrate`` ends in):
 5. ``reduce`` computes the floors, bands, lottery and multiplicity from exactly one stored result
    per planned rerun and stores the calibration where later audits read it, as the CLI stores it.
 
-Parsing reads only the retry delay, through a read that cannot fail; each task resolves the
-settings when it runs (``auditor.airflow.hooks.AuditHook``).
+With ``REPRO_REBUILD_BACKEND=kubernetes`` each rerun is a pod instead (``auditor.airflow.kubernetes``,
+the audit pod's image and spec, running ``auditor.airflow.rerun_pod``: the same one call), mapped the
+same way; the other tasks stay on Celery. Parsing reads only the retry delay and the route, through
+reads that cannot fail; each task resolves the settings when it runs (``auditor.airflow.hooks.AuditHook``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,19 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, task_defaults
+from auditor.airflow import GPU_POOL, GPU_QUEUE, parse_time_pod, task_defaults
 from auditor.airflow.notifications import failure_notifiers
+
+
+def rerun_each(rerun_task, tickets, task_id: str):
+    """The reruns mapped over ``tickets`` by the configured route: the ``rerun`` task on the ``gpu`` queue, or
+    (``REPRO_REBUILD_BACKEND=kubernetes``) one pod each in the GPU pool, as the nightly's audits."""
+    pod = parse_time_pod()
+    if pod is not None:
+        from auditor.airflow.kubernetes import rerun_pods
+
+        return rerun_pods(tickets, pod, task_id=task_id, pool=GPU_POOL)
+    return rerun_task.override(task_id=task_id).expand_kwargs(tickets)
 
 
 @dag(
@@ -86,8 +99,8 @@ def repro_calibrate_tolerance() -> None:
 
     same_tickets = plan()
     varied_tickets = check_same_seed(same_tickets)
-    rerun.override(task_id="rerun_same_seed").expand_kwargs(same_tickets) >> varied_tickets
-    rerun.override(task_id="rerun_seed_varied").expand_kwargs(varied_tickets) >> reduce(varied_tickets)
+    rerun_each(rerun, same_tickets, "rerun_same_seed") >> varied_tickets
+    rerun_each(rerun, varied_tickets, "rerun_seed_varied") >> reduce(varied_tickets)
 
 
 repro_calibrate_tolerance()

@@ -255,3 +255,24 @@ def audit_pods(picks: Any, pod: PodSettings, *, task_id: str = "audit", **kwargs
 
     operator = KubernetesPodOperator.partial(task_id=task_id, **kwargs, **operator_kwargs(pod))
     return operator.expand(arguments=picks.map(pick_arguments)).output  # an XComArg, like AuditOperator's
+
+
+# -- a mapped calibration's reruns, one pod each (issue 43): the same image, spec and deadline as an audit's pod --
+RERUN_ENTRY_POINT = ("python", "-m", "auditor.airflow.rerun_pod")
+
+
+def ticket_arguments(ticket: Mapping[str, Any]) -> list[str]:
+    """The rerun pod's arguments: its ticket (``CalibrationPlan.tickets``: the plan and the one rerun), as JSON."""
+    import json
+
+    return ["--ticket", json.dumps(dict(ticket), sort_keys=True)]
+
+
+def rerun_pods(tickets: Any, pod: PodSettings, *, task_id: str, **kwargs: Any) -> Any:
+    """A calibration's reruns as one ``KubernetesPodOperator`` pod per ticket, mapped over ``tickets`` (an XComArg);
+    each pod makes the Celery task's one call (``Session.calibrate_rerun``) through ``auditor.airflow.rerun_pod``."""
+    from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
+
+    options = {**operator_kwargs(pod), "name": "repro-rerun", "cmds": list(RERUN_ENTRY_POINT)}
+    operator = KubernetesPodOperator.partial(task_id=task_id, **kwargs, **options)
+    return operator.expand(arguments=tickets.map(ticket_arguments)).output

@@ -149,3 +149,25 @@ def test_a_retried_rerun_whose_result_is_stored_reruns_nothing_and_is_counted_on
     bands = session.calibrate_reduce(planned)
     assert len(bands.calibration.seed_varied) == RERUNS
     assert [r.seed for r in bands.calibration.seed_varied] == [i.seed for i in planned.varied]
+
+
+def test_the_rerun_pods_entry_point_stores_one_rerun_and_refuses_a_malformed_ticket(world):
+    """What a pod runs on the Kubernetes route (``auditor.airflow.rerun_pod``), run here as a process: no cluster."""
+    import json
+
+    session = world.session()
+    planned = session.calibrate_plan(world.ref, reruns=RERUNS, same_seed=SAME_SEED, replace=True)
+    ticket = planned.tickets("same")[1]
+
+    def pod(argument: str):
+        return subprocess.run([sys.executable, "-m", "auditor.airflow.rerun_pod", "--ticket", argument], env=world.env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    first = pod(json.dumps(ticket))
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert json.loads(first.stdout.strip().splitlines()[-1]) == {
+        "rerun": "same-1", "stored": planned.key("same-1.json"), "reran": True, "first": True}
+    again = pod(json.dumps(ticket))
+    assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["reran"] is False
+    bad = pod('{"planned": {"ref": "models:/x/1"}}')
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--ticket is not a calibration ticket" in bad.stderr

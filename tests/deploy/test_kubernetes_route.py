@@ -80,3 +80,45 @@ def test_the_pods_date_run_and_last_try_are_rendered_by_airflow_for_every_kind_o
         "no logical date": [*entry, "--date", "2026-03-04", *run, "--last-try", "false", *ref],
         "last try": [*entry, "--date", "2026-03-01", *run, "--last-try", "true", *ref],
     }
+
+
+# Issue 43: the calibration's reruns take the same route, one pod per rerun through the same mapped task shape.
+CALIBRATION = r"""
+import json
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag("dags")
+dag = bag.dags["repro_calibrate_tolerance"]
+out = {"errors": {str(k): v[-400:] for k, v in bag.import_errors.items()}, "tasks": {}}
+ticket = {"planned": {"ref": "models:/m/1"}, "item": {"kind": "varied", "index": 0, "seed": 7}}
+for task in dag.tasks:
+    entry = {"class": getattr(task, "operator_class", type(task)).__name__, "pool": task.pool, "queue": task.queue,
+             "upstream": sorted(task.upstream_task_ids)}
+    if entry["class"] == "KubernetesPodOperator":
+        op = task.unmap({"arguments": ["--ticket", json.dumps(ticket, sort_keys=True)]})
+        entry.update(cmds=op.cmds, arguments=op.arguments, image=op.pod_template_dict["spec"]["containers"][0]["image"],
+                     mapped=sorted(task.expand_input.value), retries=task.partial_kwargs["retries"])
+    out["tasks"][task.task_id] = entry
+print(json.dumps(out))
+"""
+
+
+def test_on_the_kubernetes_route_each_calibration_rerun_is_a_pod_in_the_gpu_pool(tmp_path):
+    out = _probe(tmp_path, "kubernetes", CALIBRATION)
+    assert out["errors"] == {}
+    tasks = out["tasks"]
+    for task_id, upstream in (("rerun_same_seed", ["plan"]), ("rerun_seed_varied", ["check_same_seed"])):
+        pod = tasks[task_id]
+        assert pod["class"] == "KubernetesPodOperator" and pod["pool"] == "repro_gpu" and pod["retries"] >= 2
+        assert pod["mapped"] == ["arguments"] and pod["upstream"] == upstream and pod["image"] == IMAGE
+        assert pod["cmds"] == ["python", "-m", "auditor.airflow.rerun_pod"]
+        assert pod["arguments"][0] == "--ticket" and json.loads(pod["arguments"][1])["item"]["seed"] == 7
+    # the plan, the check and the reduce stay Celery tasks: only the reruns need an accelerator node
+    assert {tasks[t]["class"] for t in ("plan", "check_same_seed", "reduce")} == {"_PythonDecoratedOperator"}
+
+
+def test_on_the_celery_route_each_calibration_rerun_is_a_mapped_task_on_the_gpu_queue(tmp_path):
+    out = _probe(tmp_path, "celery", CALIBRATION)
+    assert out["errors"] == {}
+    for task_id in ("rerun_same_seed", "rerun_seed_varied"):
+        assert out["tasks"][task_id]["pool"] == "repro_gpu" and out["tasks"][task_id]["queue"] == "gpu"
+        assert out["tasks"][task_id]["class"] == "_PythonDecoratedOperator"
