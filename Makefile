@@ -5,7 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 LOCK := requirements/dev.lock.txt
 
-.PHONY: lock demo test test-fast test-all test-extended test-image test-compose lint bench sysdeps venv clean image image-base
+.PHONY: lock demo test test-fast test-all test-extended test-image test-compose lint bench sysdeps venv clean image image-base \
+	docs docs-serve docs-reference screenshots
 
 venv: $(STAMP)
 
@@ -41,7 +42,8 @@ test: venv sysdeps
 	$(PY) -m pytest -q -n 3 --dist loadfile --durations=30 -m 'not compose_e2e and not extended'; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test: pytest collected no test' >&2; exit 1; fi; exit $$rc
 
 # The unit tier alone: pure by rule (tests/unit/conftest.py fails a test that starts a subprocess, forks,
-# opens a socket or a database), no system packages needed; under 90 s on 2 cores. Run it many times a session.
+# opens a socket or a database), no system packages needed; its measured time is in docs/how-to/develop.md.
+# Run it many times a session.
 test-fast: venv
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit; rc=$$?; if [ $$rc -eq 5 ]; then echo 'make test-fast: pytest collected no test' >&2; exit 1; fi; exit $$rc
 
@@ -85,3 +87,27 @@ bench: venv
 clean:
 	rm -rf .repro
 	find reports -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
+
+# The documentation site (mkdocs.yml, Material theme): built with --strict into build/site (a broken link or anchor
+# fails it; tests/docs/test_site_builds.py does the same in `make test`), or served on 127.0.0.1:8000.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8000
+
+# The pages generated from the code (the CLI, the settings catalog, the exit codes, the regulatory map):
+# tests/docs/test_reference_pages.py fails until they are written again and committed.
+docs-reference: venv
+	$(PY) docs/gen_reference.py
+
+# The screenshots of docs/screenshots/ (docs/screenshots/README.md says what each shows), each taken again by the
+# script beside it in headless Chromium: make demo's reports (demo_reports.py checks what each must show), its audit
+# run in MLflow's UI, the nightly DAG's grid in Airflow's UI, two reports in MLflow's artifact viewer. Runs make demo
+# first (about 5.5 minutes) when .repro/demo holds no demo.
+screenshots: venv sysdeps
+	test -f .repro/demo/mlflow.db || $(MAKE) demo
+	PYTHONPATH=. $(PY) docs/screenshots/demo_reports.py reports docs/screenshots
+	PYTHONPATH=. $(PY) docs/screenshots/mlflow_run.py .repro/demo docs/screenshots
+	PYTHONPATH=. $(PY) docs/screenshots/airflow_grid.py . docs/screenshots
+	REPRO_SCREENSHOTS=docs/screenshots $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_mlflow_report_browser.py
