@@ -25,7 +25,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, parse_time_pod, task_defaults
+from auditor.airflow import GPU_POOL, GPU_QUEUE, documented, parse_time_pod, task_defaults
 from auditor.airflow.notifications import failure_notifiers
 
 
@@ -36,8 +36,12 @@ def rerun_each(rerun_task, tickets, task_id: str):
     if pod is not None:
         from auditor.airflow.kubernetes import rerun_pods
 
-        return rerun_pods(tickets, pod, task_id=task_id, pool=GPU_POOL)
-    return rerun_task.override(task_id=task_id).expand_kwargs(tickets)
+        return rerun_pods(tickets, pod, task_id=task_id, pool=GPU_POOL, doc_md=RERUN_POD_DOC)
+    return documented(rerun_task).override(task_id=task_id).expand_kwargs(tickets)
+
+
+RERUN_POD_DOC = ("One rerun of the recorded recipe in a pod of its own (`python -m auditor.airflow.rerun_pod`), its result "
+                 "stored once in the reports store: a retried pod whose result is stored reruns nothing.")
 
 
 @dag(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from auditor.settings import MLFLOW_CONN_ID, S3_CONN_ID, TRACKING_URI, Settings
+from auditor.settings import MLFLOW_CONN_ID, S3_CONN_ID, TRACKING_URI, Settings, configured
 
 if TYPE_CHECKING:
     from auditor.steps import Session
@@ -55,7 +55,7 @@ class AuditHook(BaseHook):
     """A task's ``Settings``: the environment, with the MLflow and S3 Connections over it.
 
     ``mlflow_conn_id`` and ``s3_conn_id`` default to ``REPRO_MLFLOW_CONN_ID`` and ``REPRO_S3_CONN_ID``
-    of ``env`` (default: this process's environment).
+    of ``env`` (default: this process's environment over the configuration file; a mapping given is read alone).
     """
 
     conn_name_attr = "mlflow_conn_id"
@@ -65,7 +65,7 @@ class AuditHook(BaseHook):
     def __init__(self, mlflow_conn_id: str | None = None, s3_conn_id: str | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         super().__init__()
-        self.env = dict(os.environ if env is None else env)
+        self.env = configured(env)
         self.mlflow_conn_id = mlflow_conn_id or MLFLOW_CONN_ID.get(self.env)
         self.s3_conn_id = s3_conn_id or S3_CONN_ID.get(self.env)
 
@@ -87,16 +87,16 @@ class AuditHook(BaseHook):
         The S3 credentials go into this process's environment (boto3 reads them there; they never leave
         the task's process); the tracking URI into the settings.
         """
-        env = dict(self.env)
+        over: dict[str, str] = {}  # the Connections, over the environment and the configuration file
         mlflow = self.connection_or_none(self.mlflow_conn_id)
         if mlflow is not None:
-            env[TRACKING_URI.name] = tracking_uri_of(mlflow)
+            over[TRACKING_URI.name] = tracking_uri_of(mlflow)
         s3 = self.connection_or_none(self.s3_conn_id)
         if s3 is not None:
             aws = s3_env(s3)
             os.environ.update(aws)
-            env.update(aws)
-        return Settings.from_env(env)
+            over.update(aws)
+        return Settings.from_env(self.env.over(over))
 
     def session(self, settings: Settings | None = None) -> Session:
         """The task's one audit session, opened from ``settings`` (default: ``get_conn()``)."""

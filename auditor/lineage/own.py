@@ -33,7 +33,13 @@ def own_locations(env: Mapping[str, str] | None = None, *, cwd: Path | None = No
     Relative settings are taken relative to ``cwd`` (default: the current folder), as the auditor does.
     Never raises: a malformed setting falls back to its default (capture must not fail on it).
     """
-    env = os.environ if env is None else env
+    if env is None:  # this process's configuration: the environment over the configuration file
+        from auditor.errors import BadInput
+
+        try:
+            env = _settings.configured()
+        except BadInput:  # a broken file is said where settings are resolved; capture goes on without it
+            env = os.environ
     base = (cwd or Path.cwd()).absolute()
     found: list[Path] = [base / name for name in OWN_NAMES]
     home = Path(_settings.HOME.get_or_default(env))
