@@ -110,6 +110,28 @@ def ensure_redis() -> str | None:
     return None
 
 
+def _require(reason: str | None) -> None:
+    if reason is None:
+        return
+    import pytest
+
+    if os.environ.get("REPRO_REQUIRE_DISTRIBUTED") == "1":
+        pytest.fail(f"distributed test required but cannot run: {reason}")
+    pytest.skip(reason)
+
+
+def require_cluster() -> None:
+    """Skip (or, with ``REPRO_REQUIRE_DISTRIBUTED=1``, fail) naming what a cluster lacks here; start PostgreSQL and Redis."""
+    for module, package in (("psycopg2", "psycopg2-binary"), ("asyncpg", "asyncpg"), ("redis", "redis"),
+                            ("airflow.providers.celery", "apache-airflow-providers-celery")):
+        try:
+            __import__(module)
+        except ImportError:
+            _require(f"{package} is not installed")
+    _require(ensure_postgres())
+    _require(ensure_redis())
+
+
 @contextmanager
 def fresh_database(prefix: str) -> Iterator[str]:
     """A new PostgreSQL database for one run; dropped (connections and all) afterwards. Yields its name."""

@@ -34,12 +34,11 @@ import pytest
 
 from tests.distributed.cluster import (
     AirflowCluster,
-    ensure_postgres,
-    ensure_redis,
     fresh_database,
     pg_url,
     placement_table,
     process_tree_cmdlines,
+    require_cluster,
     wait_until,
 )
 
@@ -72,25 +71,6 @@ variants = [v for v in demo.VARIANTS if v.key in sys.argv[4].split(",")]
 # env: MLflow on PostgreSQL, snapshots and reports on S3
 print(demo.seed(root, variants, epochs=2, env=env, progress=lambda m: print(m, file=sys.stderr, flush=True)).to_json())
 """
-
-
-def _require(reason: str | None) -> None:
-    if reason is None:
-        return
-    if os.environ.get("REPRO_REQUIRE_DISTRIBUTED") == "1":
-        pytest.fail(f"distributed test required but cannot run: {reason}")
-    pytest.skip(reason)
-
-
-def _prerequisites() -> None:
-    for module, package in (("psycopg2", "psycopg2-binary"), ("asyncpg", "asyncpg"), ("redis", "redis"),
-                            ("airflow.providers.celery", "apache-airflow-providers-celery")):
-        try:
-            __import__(module)
-        except ImportError:
-            _require(f"{package} is not installed")
-    _require(ensure_postgres())
-    _require(ensure_redis())
 
 
 @dataclass
@@ -151,7 +131,7 @@ def _read_reports(location: str) -> tuple[list[dict[str, Any]], list[str], dict 
 
 @pytest.fixture(scope="module")
 def nightly(s3_endpoint, tmp_path_factory) -> NightlyRun:
-    _prerequisites()
+    require_cluster()
     import boto3
 
     started = time.monotonic()
