@@ -103,20 +103,25 @@ def cli_page() -> str:
 
 
 # -- the settings ------------------------------------------------------------------------------------------------------
-def settings_rows() -> dict[str, list[tuple[str, str, str, str]]]:
-    """The catalog's rows by table: the Kubernetes route's ``REPRO_K8S_*`` apart."""
+def settings_rows() -> dict[str, list[tuple[str, str, str, str, str]]]:
+    """``(variable, file key, type, default, help)`` for every setting of the catalog, by table: the Kubernetes
+    route's ``REPRO_K8S_*`` apart. A secret has no file key: it comes from the environment only."""
     from auditor import settings
 
     kubernetes = {s.name for s in settings.KUBERNETES_SETTINGS}
-    rows = settings.describe()
+    rows = []
+    for setting, (name, kind, default, text) in zip(settings.SETTINGS, settings.describe(), strict=True):
+        key = getattr(setting, "key", "")
+        rows.append((name, "-" if getattr(setting, "secret", False) else key, kind, default, text))
     return {"settings": [r for r in rows if r[0] not in kubernetes],
             "kubernetes": [r for r in rows if r[0] in kubernetes]}
 
 
-def _settings_table(rows: list[tuple[str, str, str, str]]) -> list[str]:
-    return ["| variable | type | default | what |", "|---|---|---|---|",
-            *(f"| {_code(name)} | {_cell(kind)} | {_code(default) if default != '-' else '-'} | {_cell(text)} |"
-              for name, kind, default, text in rows)]
+def _settings_table(rows: list[tuple[str, str, str, str, str]]) -> list[str]:
+    return ["| variable | file key | type | default | what |", "|---|---|---|---|---|",
+            *(f"| {_code(name)} | {_code(key) if key != '-' else '- (a secret)'} | {_cell(kind)} | "
+              f"{_code(default) if default != '-' else '-'} | {_cell(text)} |"
+              for name, key, kind, default, text in rows)]
 
 
 def settings_page() -> str:
@@ -124,11 +129,25 @@ def settings_page() -> str:
     lines = [
         GENERATED, "", "# Settings", "",
         "Every setting is declared once, in `auditor/settings.py` (its variable, type, default, bounds and a line of",
-        "help; the catalog machinery is `auditor/catalog.py`), and this page is generated from those declarations. An",
-        "unset or empty variable takes the default; a malformed one is refused, naming the variable and what to set it",
-        "to (exit 2). Each entry point (the CLI, a DAG task, the rebuild pod) resolves them once; a DAG file being",
-        "parsed falls back to the default with a warning instead, so a malformed setting is never a DAG import error.",
-        "Every variable is `REPRO_*` except `MLFLOW_TRACKING_URI` and `MLFLOW_REGISTRY_URI`, which keep MLflow's names.",
+        "help; the catalog machinery is `auditor/catalog.py`), and this page is generated from those declarations.",
+        "",
+        "A setting comes from its environment variable or, committed with the project, from its key in a",
+        "configuration file: `repro-audit.toml`, or a `[tool.repro-audit]` table in `pyproject.toml`, found from the",
+        "working directory upward (when one folder holds both, `repro-audit.toml` is read). An environment variable",
+        "wins over the file, the file over the default; `repro-audit config show` prints each setting's value and",
+        "where it came from. A secret is refused in a file: it comes from the environment. An unset or empty",
+        "variable takes the default; a malformed value is refused, naming the",
+        "variable (or the file and key) and what to set it to (exit 2). Each entry point (the CLI, a DAG task, the",
+        "rebuild pod) resolves them once; a DAG file being parsed falls back to the default with a warning instead,",
+        "so a malformed setting is never a DAG import error. Every variable is `REPRO_*` except",
+        "`MLFLOW_TRACKING_URI` and `MLFLOW_REGISTRY_URI`, which keep MLflow's names.",
+        "",
+        "```toml",
+        "# repro-audit.toml",
+        'tracking_uri = "http://mlflow:5000"',
+        'reports = "s3://bucket/reports"',
+        "nightly_budget_hours = 4",
+        "```",
         "",
         *_settings_table(tables["settings"]),
         "", "## The Kubernetes route", "",
