@@ -10,6 +10,7 @@ reproduction), leaf values and fitted arrays are measured (max |Δ|, relative L2
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -25,9 +26,23 @@ def canonical_sha256(path: str | os.PathLike, flavor: str | None) -> str:
         from auditor.judge.weights import sha256_file
 
         return sha256_file(path)
+    return normal_form(path, flavor).digest()
+
+
+def normal_form(path: str | os.PathLike, flavor: str) -> Any:
+    """``flavor``'s normal form of the file at ``path``, read once per content: an audit reads the rebuilt model for its
+    digest and again for the diff, a calibration each rerun's model once per pair; a tree flavour's read (skops, a
+    booster) costs more than hashing the file."""
+    from auditor.judge.weights import sha256_file
+
+    return _normal_of(flavor, os.fspath(path), sha256_file(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _normal_of(flavor: str, path: str, sha256: str) -> Any:  # sha256: the content the cached form was read from
     from auditor.flavors import module
 
-    return module(flavor).normal(path).digest()
+    return module(flavor).normal(path)
 
 
 def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -> tuple[WeightDiff, dict[str, str]]:
@@ -49,8 +64,8 @@ def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -
     from auditor.flavors.base import diff_normals
 
     flavour = module(flavor)
-    registered = _registered(a, flavor, lambda: flavour.normal(a))
-    return as_weight_diff(diff_normals(registered, flavour.normal(b)), flavor)
+    registered = _registered(a, flavor, lambda: flavour.normal(a))  # the registered file: read afresh, never cached
+    return as_weight_diff(diff_normals(registered, normal_form(b, flavor)), flavor)
 
 
 def _registered(path: str | os.PathLike, kind: str, read: Callable[[], T]) -> T:
