@@ -89,7 +89,7 @@ clean:
 	find reports -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
 
 # The documentation site (mkdocs.yml, Material theme): built with --strict into build/site (a broken link or anchor
-# fails it; tests/docs/test_site_builds.py does the same in `make test`), or served on 127.0.0.1:8000.
+# fails it; tests/docs/test_docs_site_builds.py does the same in `make test`), or served on 127.0.0.1:8000.
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
@@ -97,7 +97,7 @@ docs-serve: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a 127.0.0.1:8000
 
 # The pages generated from the code (the CLI, the settings catalog, the exit codes, the regulatory map):
-# tests/docs/test_reference_pages.py fails until they are written again and committed.
+# tests/docs/test_docs_reference_pages.py fails until they are written again and committed.
 docs-reference: venv
 	$(PY) docs/gen_reference.py
 

@@ -8,7 +8,7 @@
 - ``concepts/regulatory-map.md``: the regulatory map (``auditor.report.regmap.markdown()``).
 
 ``python docs/gen_reference.py`` writes them; ``--check`` writes nothing and exits 1 naming each page that differs
-from what the code gives now. ``tests/docs/test_reference_pages.py`` holds the committed pages to this.
+from what the code gives now. ``tests/docs/test_docs_reference_pages.py`` holds the committed pages to this.
 """
 
 from __future__ import annotations
