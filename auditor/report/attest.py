@@ -35,6 +35,8 @@ PREDICATE_TYPE = "https://repro-audit.dev/audit/v1"
 CALIBRATION_PREDICATE_TYPE = "https://repro-audit.dev/calibration/v1"
 #: the predicate of a key rotation, signed by the old key and the new one (``auditor.report.rotation``)
 ROTATION_PREDICATE_TYPE = "https://repro-audit.dev/key-rotation/v1"
+#: a mapped calibration's working file (one rerun's result, the same-seed floor), sealed by the worker that wrote it
+RERUN_PREDICATE_TYPE = "https://repro-audit.dev/calibration-rerun/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 SUFFIX = ".intoto.json"
 _HINT = f"set {SIGNING_KEY.name} to an Ed25519 PEM private key (repro-audit evidence keygen makes one) or a signer URI"

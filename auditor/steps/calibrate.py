@@ -297,7 +297,7 @@ def log_calibration_run(session: Any, info: Any, calibration: Any) -> dict[str, 
     return {"run_id": run_id, "sha256": sha, "artifact": t.CALIBRATION_ARTIFACT}
 
 
-def _judge_key(session: Any) -> Any:
+def judge_key(session: Any) -> Any:
     """The public key calibrations are held to: the session's signer's, else the configured public key (None: neither)."""
     from auditor.report.attest import configured_public_key
 
@@ -320,7 +320,7 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
 
     runs = session.registry.find_runs(experiment=session.settings.audit_experiment,
                                       params={t.TAG_RUN_MODEL: info.name, t.TAG_RUN_MODEL_VERSION: str(info.version)})
-    ledgered, unreadable = ledgered_calibrations(session.store, info.name, str(info.version), _judge_key(session))
+    ledgered, unreadable = ledgered_calibrations(session.store, info.name, str(info.version), judge_key(session))
     if unreadable:
         findings.append(_refusal("calibration.unverified", unreadable))
     in_ledger = {c.sha256 for c in ledgered}

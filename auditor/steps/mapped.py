@@ -18,6 +18,11 @@ same reruns over the ``gpu`` queue through four doors here, one task each:
 
 The results are working files, not evidence: the ledger does not name them (``report.verify`` passes over
 ``calibration-reruns/``); the calibration ``reduce`` publishes is the evidence, signed and ledgered as the CLI's.
+They are read back as evidence all the same, so where the auditor signs (``REPRO_SIGNING_KEY``) each is sealed by
+the worker that wrote it, a DSSE envelope over its sha256 beside it (``NAME.<hex>.dsse``: two tries never share
+one), and the check and the reduce refuse a file without a valid seal: one planted in the store by hand (before
+the real rerun wrote, so that the real one lost the conditional create) never counts. A same-seed model file must
+hash to what its sealed result says.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from auditor.errors import InfrastructureError
+from auditor.digests import sha256_digest
+from auditor.errors import Findings, InfrastructureError
 from auditor.rebuild.run import RunResult
 from auditor.steps.common import Progress, now, quiet
 
@@ -119,41 +125,43 @@ def rerun(session: Any, planned: CalibrationPlan, item: PlannedRerun, progress: 
         after = children_cpu_s()  # a container's CPU is the engine's: not counted (``steps.reruns.cost``)
         spent = round(after - cpu, 3) if None not in (cpu, after) and _runner_name(run_with) == "process" else None
         decided = rerun_decisions(run) if item.kind == "varied" else None
-        stored = _store(session.store, planned, item, run, decided, spent)
+        stored = _store(session, planned, item, run, decided, spent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"rerun": item.name, "stored": key, "reran": True, "first": stored}
 
 
-def _store(store: Any, planned: CalibrationPlan, item: PlannedRerun, run: RunResult, decided: Any,
+def _store(session: Any, planned: CalibrationPlan, item: PlannedRerun, run: RunResult, decided: Any,
            cpu_s: float | None) -> bool:
     """The model file (same-seed reruns; under its sha256, so two tries never clash), then the result: the
     result's key is written last, so a result names only files that are there. False: an earlier try won."""
     weights = None
     if item.kind == "same" and run.weights is not None and run.weights_sha256:
         weights = planned.key(f"models/{run.weights_sha256}/{run.weights.name}")
-        store.write(weights, run.weights)
+        session.store.write(weights, run.weights)
     result = {
         "rerun": item.name, "seed": item.seed, "metrics": run.metrics, "flavor": run.flavor, "weights": weights,
         "weights_sha256": run.weights_sha256, "canonical_sha256": run.canonical_sha256,
         "record": run.record.to_dict() if run.record is not None else None, "decisions": decided,
         "wall_s": run.wall_s, "accelerator_s": run.accelerator_s, "cpu_s": cpu_s,
     }
-    first = store.write(planned.key(f"{item.name}.json"), json.dumps(result, sort_keys=True).encode("utf-8"))
+    first = _write_sealed(session, planned.key(f"{item.name}.json"), json.dumps(result, sort_keys=True).encode("utf-8"))
     if not first:
         log.warning("calibrate %s: rerun %s was stored by another try meanwhile; this one is not counted",
                     planned.ref, item.name)
     return first
 
 
-def _load(store: Any, planned: CalibrationPlan, item: PlannedRerun, scratch: Path) -> tuple[RunResult, Any, float | None]:
+def _load(session: Any, planned: CalibrationPlan, item: PlannedRerun, scratch: Path) -> tuple[RunResult, Any, float | None]:
     """A stored result as the ``RunResult`` the CLI's path would hold (model file downloaded), its decisions, CPU s."""
     from auditor.errors import NotFound
+    from auditor.judge.weights import sha256_file
     from auditor.lineage.record import RunRecord
 
+    store = session.store
     key = planned.key(f"{item.name}.json")
     try:
-        data = json.loads(store.read(key))
+        data = json.loads(_read_sealed(session, key))
     except NotFound:
         raise InfrastructureError(f"calibration of {planned.ref}: rerun {item.name} left no result at {store.uri}/{key}",
                                   hint="retry its mapped task (it reruns only what is missing)") from None
@@ -166,6 +174,9 @@ def _load(store: Any, planned: CalibrationPlan, item: PlannedRerun, scratch: Pat
         folder.mkdir(parents=True, exist_ok=True)
         weights = folder / data["weights"].rsplit("/", 1)[-1]
         store.download(data["weights"], weights)
+        if sha256_file(weights) != data.get("weights_sha256"):
+            raise Findings(f"calibration of {planned.ref} stopped: {store.uri}/{data['weights']} does not hash to the "
+                           f"{data.get('weights_sha256')} rerun {item.name} recorded; it was replaced in the store")
     record = RunRecord.from_dict(data["record"], source=f"{key} record") if data.get("record") else None
     run = RunResult(output_dir=scratch / item.name, metrics=data["metrics"], weights=weights,
                     weights_sha256=data.get("weights_sha256"), record=record, wall_s=float(data["wall_s"]),
@@ -182,19 +193,19 @@ def check(session: Any, planned: CalibrationPlan, progress: Progress = quiet) ->
 
     key = planned.key(FLOOR_FILE)
     if session.store.exists(key):
-        floor = SameSeedFloor.model_validate_json(session.store.read(key))
+        floor = SameSeedFloor.model_validate_json(_read_sealed(session, key))
         return {"stored": key, "bit_identical": floor.bit_identical}
     info = session.registry.resolve(planned.ref)
     record, diff = session.registry.load_record(info)
     tmp = session.scratch("calibrate-check-")
     try:
-        same = [_load(session.store, planned, item, tmp)[0] for item in planned.same]
+        same = [_load(session, planned, item, tmp)[0] for item in planned.same]
         progress(f"judging the {len(same)} same-seed reruns of {planned.ref}")
         floor = judge_same_seed(session, info, record, same, lambda: session.prepare(record, diff, tmp / "workspace"),
                                 session.runner(planned.runner), tmp, progress)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    session.store.write(key, floor.model_dump_json().encode("utf-8"))
+    _write_sealed(session, key, floor.model_dump_json().encode("utf-8"))
     return {"stored": key, "bit_identical": floor.bit_identical}
 
 
@@ -205,17 +216,58 @@ def reduce(session: Any, planned: CalibrationPlan, progress: Progress = quiet) -
 
     info = session.registry.resolve(planned.ref)
     record, _ = session.registry.load_record(info)
-    floor = SameSeedFloor.model_validate_json(session.store.read(planned.key(FLOOR_FILE)))
+    floor = SameSeedFloor.model_validate_json(_read_sealed(session, planned.key(FLOOR_FILE)))
     tmp = session.scratch("calibrate-reduce-")
     try:
-        same = [_load(session.store, planned, item, tmp) for item in planned.same]
-        varied = [_load(session.store, planned, item, tmp) for item in planned.varied]
+        same = [_load(session, planned, item, tmp) for item in planned.same]
+        varied = [_load(session, planned, item, tmp) for item in planned.varied]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     progress(f"reducing {len(varied)} seed-varied reruns of {planned.ref}")
     spent = _cost([*same, *varied], planned, _runner_name(session.runner(planned.runner)))
     return finish(session, info, record, floor, [(item.seed, run, decided) for item, (run, decided, _) in
                                                  zip(planned.varied, varied, strict=True)], spent)
+
+
+def _seal_key(key: str, data: bytes) -> str:
+    return f"{key}.{sha256_digest(data).removeprefix('sha256:')}.dsse"
+
+
+def _write_sealed(session: Any, key: str, data: bytes) -> bool:
+    """``data`` under ``key`` (a conditional create: False when an earlier try wrote it), its seal first where the
+    session signs."""
+    if session.signer is not None:
+        from auditor.report import attest
+
+        doc = attest.statement({key: sha256_digest(data)}, {"folder": key.rsplit("/", 1)[0]},
+                               predicate_type=attest.RERUN_PREDICATE_TYPE)
+        session.store.write(_seal_key(key, data), attest.sign(doc, session.signer))
+    return session.store.write(key, data)
+
+
+def _read_sealed(session: Any, key: str) -> bytes:
+    """The bytes under ``key``, their seal verified where the auditor signs (``Findings`` naming the file when it
+    has none, or one another key made, or one over other bytes)."""
+    from auditor.errors import NotFound
+    from auditor.steps.calibrate import judge_key
+
+    data = session.store.read(key)
+    public = judge_key(session)
+    if public is None:
+        return data
+    from auditor.report import attest
+
+    where = f"{session.store.uri}/{_seal_key(key, data)}"
+    try:
+        doc = attest.verify(session.store.read(_seal_key(key, data)), public, where=where,
+                            predicate_type=attest.RERUN_PREDICATE_TYPE)
+    except NotFound:
+        raise Findings(f"{session.store.uri}/{key} has no seal by the auditor's key ({where} is missing): it was not "
+                       "written by a rerun of this calibration; refused", hint="re-run the calibration") from None
+    if attest.subject_digests(doc).get(key) != sha256_digest(data):
+        raise Findings(f"{where} seals other bytes than {session.store.uri}/{key} holds; refused",
+                       hint="re-run the calibration")
+    return data
 
 
 def _runner_name(run_with: Any) -> str:

@@ -171,3 +171,43 @@ def test_the_rerun_pods_entry_point_stores_one_rerun_and_refuses_a_malformed_tic
     assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["reran"] is False
     bad = pod('{"planned": {"ref": "models:/x/1"}}')
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--ticket is not a calibration ticket" in bad.stderr
+
+
+def test_a_result_planted_in_the_store_before_the_rerun_wrote_is_refused_not_counted(world):
+    """An insider with write access to the reports store writes a rerun's result first (wider metrics, say): the real
+    rerun loses the conditional create, and the reduce must refuse the planted file, not count it. The world signs
+    (its key is made by ``base_env``), so every result carries a seal by the auditor's key."""
+    import json
+
+    from auditor.errors import Findings
+
+    session = world.session()
+    assert session.signer is not None
+    planned = session.calibrate_plan(world.ref, reruns=RERUNS, same_seed=SAME_SEED, replace=True)
+    for item in planned.same:
+        session.calibrate_rerun(planned, item)
+    session.calibrate_check(planned)
+    forged = {"rerun": "varied-0", "seed": planned.varied[0].seed, "metrics": {"auc": 0.5, "accuracy": 0.5},
+              "flavor": "xgboost", "weights": None, "weights_sha256": None, "canonical_sha256": None, "record": None,
+              "decisions": None, "wall_s": 1.0, "accelerator_s": None, "cpu_s": None}
+    assert session.store.write(planned.key("varied-0.json"), json.dumps(forged).encode())
+    for item in planned.varied:
+        session.calibrate_rerun(planned, item)  # varied-0 finds "its" result stored and reruns nothing
+    with pytest.raises(Findings, match=r"varied-0\.json has no seal by the auditor's key"):
+        session.calibrate_reduce(planned)
+
+
+def test_a_same_seed_model_replaced_in_the_store_stops_the_check(world):
+    from auditor.errors import Findings
+
+    session = world.session()
+    planned = session.calibrate_plan(world.ref, reruns=RERUNS, same_seed=SAME_SEED, replace=True)
+    for item in planned.same:
+        session.calibrate_rerun(planned, item)
+    models = [k for k in session.store.list(planned.key("models/"))]
+    assert models
+    path = session.store.local_path(models[0])
+    path.chmod(0o644)
+    path.write_bytes(path.read_bytes() + b" ")
+    with pytest.raises(Findings, match=r"does not hash to the .* rerun same-\d recorded"):
+        session.calibrate_check(planned)
