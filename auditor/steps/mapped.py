@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from auditor.digests import sha256_digest
+from auditor.digests import sha256_digest, sha256_hex
 from auditor.errors import Findings, InfrastructureError
 from auditor.rebuild.run import RunResult
 from auditor.steps.common import Progress, now, quiet
@@ -230,7 +230,7 @@ def reduce(session: Any, planned: CalibrationPlan, progress: Progress = quiet) -
 
 
 def _seal_key(key: str, data: bytes) -> str:
-    return f"{key}.{sha256_digest(data).removeprefix('sha256:')}.dsse"
+    return f"{key}.{sha256_hex(data)}.dsse"
 
 
 def _write_sealed(session: Any, key: str, data: bytes) -> bool:
