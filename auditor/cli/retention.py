@@ -52,7 +52,7 @@ def check_cmd(
         lost = sum(1 for i in risky if i["status"] == "lost")
         raise Findings(f"{lost} input(s) lost and {len(risky) - lost} at risk before {report['horizon']} "
                        f"across {len({i['ref'] for i in risky})} version(s)",
-                       hint="each line names the fix; raise the stores' retention or lock them (README: Evidence and the threat model)")
+                       hint="each line names the fix; raise the stores' retention or lock them (docs/concepts/production-and-retention.md)")
 
 
 def _print(report: dict) -> None:

@@ -265,7 +265,7 @@ RULES: tuple[Rule, ...] = (
          "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html (NCCL_ALGO, NCCL_PROTO choose the reduction)",
          _world_size, "calibrate the same-seed floor at the same world size"),
     Rule("expected.declared_nondeterministic", "statistical",
-         "the training script (run.record_nondeterminism); README, \"What each verdict means\"", _declared_sources,
+         "the training script (run.record_nondeterminism); docs/concepts/tiers-and-verdicts.md", _declared_sources,
          "only declare what the recipe really computes nondeterministically (a GPU kernel's atomic adds, say)"),
     Rule("expected.dataloader_workers_unseeded", "not_reproducible",
          f"{PYTORCH_RANDOMNESS} (DataLoader: worker_init_fn and generator)", _workers_unseeded,

@@ -48,7 +48,7 @@ from auditor.tags import TAG_BANDS
 BANDS_SCHEMA = "repro.bands/1"
 BANDS_TAG = TAG_BANDS
 
-_HINT = "fix the band (its format: README.md, section \"Band format\") or re-run `repro-audit calibrate`"
+_HINT = "fix the band (its format: docs/reference/formats.md, \"Band format\") or re-run `repro-audit calibrate`"
 
 
 def as_number(value: Any) -> float | None:

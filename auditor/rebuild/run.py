@@ -241,7 +241,7 @@ def _read_metrics(output_dir: Path, outcome: RunOutcome) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         error = InputUnrecoverable(
             f"the entrypoint succeeded but left no readable {METRICS_FILE} in {output_dir}: {exc}",
-            hint="see the entry-point contract in the README",
+            hint="see docs/reference/entry-point-contract.md",
         )
         error.log_tail = outcome.log_tail
         raise error from None

@@ -153,7 +153,7 @@ def _replay_segments(a: Any, *, count: int | None, budget: float | None, date: s
         if run.checkpoint is None:
             a.log_tail = run.log_tail
             a.unrecoverable = (f"the replay of {part.steps} left no end checkpoint: the recipe does not honour {ENV_STOP_STEP} "
-                               "(see the entry-point contract in the README)")
+                               "(see docs/reference/entry-point-contract.md)")
             return []
         comparison = seg.compare_checkpoints(stored[part.end], run.checkpoint, a.tmp / f"compare-{index}")
         checks.append(seg.judge_segment(part, comparison, deterministic=deterministic, floor=floor, wall_s=run.wall_s,

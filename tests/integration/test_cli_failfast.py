@@ -68,11 +68,11 @@ def test_a_malformed_band_is_exit_2_at_once_on_stderr_pointing_at_the_band_forma
     proc = _run(["audit", "models:/banded/1"], tmp_path, MLFLOW_TRACKING_URI=sqlite_tracking_uri)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "models:/banded/1 tag repro.bands" in proc.stderr and "'upper'" in proc.stderr
-    assert 'README.md, section "Band format"' in proc.stderr
+    assert 'docs/reference/formats.md, "Band format"' in proc.stderr
     assert proc.stdout == ""  # no verdict: nothing was judged
     assert "preparing the workspace" not in proc.stderr and "started" not in proc.stderr  # no rebuild began
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    assert re.search(r"^### Band format$", readme, re.M)
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "formats.md").read_text()
+    assert re.search(r"^## Band format$", page, re.M)
 
 
 def test_a_report_store_that_is_a_file_is_refused_before_the_audit(sqlite_tracking_uri, tmp_path):

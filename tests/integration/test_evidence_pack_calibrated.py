@@ -185,7 +185,7 @@ def test_a_wrong_verify_md_fails_the_one_liner(own, world, folder, tmp_path):
 
 
 def test_the_one_liner_is_the_one_readme_shows():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "evidence-pack.md").read_text()
     block = OWN_VERIFY_MD.read_text().split("```text\n", 1)[1].split("\n```", 1)[0]
     command = next(line for line in block.splitlines() if "bash -e" in line)
     assert "set -o pipefail" in command and "bash -euo pipefail" in command
