@@ -30,6 +30,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
@@ -149,15 +150,16 @@ def _unwrapped(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def setting(env: str, default: Any, help: str, *, derived: str | None = None, hint: str | None = None,
-            secret: bool = False, **bounds: int) -> Any:
+            secret: bool = False, location: bool = False, **bounds: int) -> Any:
     """Declare a settings field as one setting: its variable ``env``, its ``default``, ``help`` and ``bounds``.
 
     ``bounds`` are pydantic's (``ge``, ``le``). ``derived`` says, for the docs, what a default of ``None`` is
     derived from; ``hint`` replaces the fix that a malformed value's error suggests. ``secret``: the value is
-    a secret (refused in a configuration file, redacted where it is shown), not where one is kept.
+    a secret (refused in a configuration file, redacted where it is shown), not where one is kept. ``location``:
+    the value is a local path or a URI; a relative path in a configuration file is taken from the file's folder.
     """
     info = Field(default, validation_alias=env, description=help, **bounds)
-    return field(default=default, metadata={_DECLARED: (info, derived, hint, secret)})
+    return field(default=default, metadata={_DECLARED: (info, derived, hint, secret, location)})
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,6 +177,7 @@ class Setting:
     derived: str | None = None
     hint: str | None = None
     secret: bool = False
+    location: bool = False  # a path or URI: relative in a configuration file means from the file's folder
 
     @property
     def name(self) -> str:
@@ -474,8 +477,21 @@ def read_config(path: Path) -> ConfigFile:
         declared_as = _setting_at(path, key, by_key)
         text = _text(path, key, declared_as, value)
         if text:
-            texts[declared_as.name], keys[declared_as.name] = text, key
+            texts[declared_as.name], keys[declared_as.name] = _anchored(path.parent, text) if declared_as.location else text, key
     return ConfigFile(path, texts, keys)
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def _anchored(folder: Path, text: str) -> str:
+    """A relative path in a configuration file, from the file's folder (it is found from any subfolder, so the working
+    directory cannot say): ``sqlite:///rel`` becomes ``sqlite:////abs``; a URI, an absolute path or ``~`` stays."""
+    if text.startswith("sqlite:///") and not text.startswith("sqlite:////"):
+        return "sqlite:///" + (folder / text[len("sqlite:///"):]).as_posix()
+    if _SCHEME.match(text) or text.startswith(("/", "~")):  # s3://, memory://, a signer URI (awskms:...)
+        return text
+    return str(folder / text)
 
 
 def _setting_at(path: Path, key: str, by_key: Mapping[str, Setting]) -> Setting:

@@ -124,18 +124,22 @@ class Settings:
     tracking_uri: str = setting(
         "MLFLOW_TRACKING_URI", None, "the registry (any MLflow URI, or memory://NAME for tests)",
         derived="sqlite:///$REPRO_HOME/mlflow.db",
+        location=True,
     )
     registry_uri: str | None = setting(
         "MLFLOW_REGISTRY_URI", None, "MLflow's model registry, when not the tracking server",
+        location=True,
     )
-    home: Path = setting("REPRO_HOME", Path(".repro"), "caches: git mirrors, workspaces")
+    home: Path = setting("REPRO_HOME", Path(".repro"), "caches: git mirrors, workspaces", location=True)
     snapshot_store: str = setting(
         "REPRO_SNAPSHOT_STORE", None,
         "default snapshot store: a path, file://..., s3://bucket/prefix or memory://...",
         derived="$REPRO_HOME/snapshots",
+        location=True,
     )
     reports: str = setting(
         "REPRO_REPORTS", "reports", "where reports, the ledger and the index are published (a path or s3://...)",
+        location=True,
     )
     reports_url: str | None = setting(
         "REPRO_REPORTS_URL", None,
@@ -246,9 +250,11 @@ class Settings:
         "REPRO_SIGNING_KEY", None,
         "signs each audit's in-toto attestation: an Ed25519 PEM private key file (repro-audit evidence keygen) or "
         "a signer URI (awskms:, gcpkms:, azurekms:, hv:, hsm:, file2:); unset: audits are published unsigned",
+        location=True,
     )
     signing_public_key: str | None = setting(
         "REPRO_SIGNING_PUBLIC_KEY", None, "the PEM public key of a signer URI in REPRO_SIGNING_KEY",
+        location=True,
     )
     signer: str | None = setting(
         "REPRO_SIGNER", None, "who signs, as reports and attestations name them", derived="REPRO_RESPONSIBLE",
@@ -258,6 +264,7 @@ class Settings:
         "where every publish also writes the audit's evidence pack, <report stem>.zip (a folder or s3://bucket/prefix, "
         "outside the reports folder; an Object Lock bucket keeps it for the retention duty); unset: packs are made on "
         "demand with repro-audit evidence pack",
+        location=True,
     )
     audit_experiment: str = setting(
         "REPRO_AUDIT_EXPERIMENT", "repro-audit-audits",
@@ -269,6 +276,7 @@ class Settings:
         "Object Lock bucket, or a write-once folder) receiving one write-once object per ledger head; unset: the "
         "write-once folder $REPRO_HOME/anchors (the heads published from this home); off: MLflow's anchors only",
         derived="$REPRO_HOME/anchors",
+        location=True,
     )
 
     # Talking to an MLflow tracking server, and the reports' inventory view (issue 16).
@@ -300,6 +308,7 @@ class Settings:
     venv_cache: Path | None = setting(
         "REPRO_VENV_CACHE", None, "where reconstructed environments are kept, one per recorded package set",
         derived="~/.cache/repro-audit/venvs",
+        location=True,
     )
     find_links: str | None = setting(
         "REPRO_FIND_LINKS", None,

@@ -73,13 +73,13 @@ def test_pyproject_tool_table_is_read_and_repro_audit_toml_wins_beside_it(tmp_pa
                        name="pyproject.toml")
     assert find_config(project / "src") == project / "pyproject.toml"
     settings = Settings.from_env({}, cwd=project)
-    assert (settings.nightly_max_models, settings.reports) == (9, "r")
+    assert (settings.nightly_max_models, settings.reports) == (9, str(project / "r"))
 
     (project / "repro-audit.toml").write_text('reports = "from-toml"\n', encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="auditor.catalog"):
         assert find_config(project) == project / "repro-audit.toml"
         settings = Settings.from_env({}, cwd=project)
-    assert (settings.nightly_max_models, settings.reports) == (5, "from-toml")  # the table is not merged in
+    assert (settings.nightly_max_models, settings.reports) == (5, str(project / "from-toml"))  # the table is not merged in
     assert "only" in caplog.text and "repro-audit.toml is read" in caplog.text
 
 
@@ -217,7 +217,25 @@ def test_every_default_written_in_a_file_reads_back_to_itself(tmp_path):
     lines = [f"{s.key} = {s.text(s.default)!r}" for s in SETTINGS if s.text(s.default) and not s.secret and not s.derived]
     project = _project(tmp_path, "\n".join(lines).replace("'", '"') + "\n")
     assert len(read_config(project / "repro-audit.toml").texts) == len(lines) > 30
-    assert Settings.from_env({}, cwd=project) == Settings()
+    read = Settings.from_env({}, cwd=project)
+    anchored = {s.attr for s in SETTINGS if s.location}  # a relative path in a file is from the file's folder
+    assert read.home == project / ".repro" and read.reports == str(project / "reports")
+    assert read == Settings(**{attr: getattr(read, attr) for attr in anchored if hasattr(Settings, attr)})
+
+
+def test_a_relative_location_in_a_file_is_from_the_files_folder_whatever_the_working_folder(tmp_path):
+    """The file is found from any subfolder upward: a relative path in it cannot mean the working folder, which moves."""
+    project = _project(tmp_path, 'reports = "audit-reports"\ntracking_uri = "sqlite:///registry/mlflow.db"\n'
+                                 'signing_key = "keys/auditor.pem"\nsnapshot_store = "s3://bucket/snapshots"\n'
+                                 'home = "/var/lib/repro"\nproduction_aliases = "champion"\n')
+    for cwd in (project, project / "src" / "models"):
+        settings = Settings.from_env({}, cwd=cwd)
+        assert settings.reports == str(project / "audit-reports")
+        assert settings.tracking_uri == f"sqlite:///{(project / 'registry' / 'mlflow.db').as_posix()}"
+        assert settings.signing_key == str(project / "keys" / "auditor.pem")
+        assert settings.snapshot_store == "s3://bucket/snapshots" and settings.home == Path("/var/lib/repro")
+        assert settings.production_aliases == ("champion",)  # not a location: as written
+    assert Settings.from_env({REPORTS.name: "rel"}, cwd=project).reports == "rel"  # a variable: as the process reads it
 
 
 def test_a_secret_is_shown_redacted():
