@@ -12,9 +12,10 @@ What it models, for N registered versions of which P serve under a production al
   week's new versions a night (never audited), and the rest of the registry on a rotation that keeps none
   overdue (``(N - P) / REPRO_OVERDUE_DAYS`` a night);
 * **(b) the week's calibrations within a day** (the whole week's new versions at once, the worst case of
-  bursty registration): each calibration is ``same-seed`` reruns, then (a barrier: ``auditor/steps/
-  calibrate.py`` runs them in two rounds) the ``seed-varied`` ones, ``REPRO_RERUN_WORKERS`` at a time on one
-  worker with that many devices.
+  bursty registration): ``repro_calibrate_tolerance`` maps each rerun to a task of its own in the same pool
+  (``auditor/steps/mapped.py``), so a calibration's ``same-seed`` reruns go to whichever workers free first,
+  and its ``seed-varied`` ones follow once its same-seed ones are done (a barrier: they are judged first),
+  on whichever workers free first again.
 
 A rebuild takes the version's training time plus a fixed per-rebuild overhead. Training times are drawn
 from a lognormal fitted to this repository's measured trainings (``MEASURED_TRAINING_S``, each with its
@@ -38,7 +39,7 @@ import argparse
 import heapq
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,6 @@ REBUILD_TIMEOUT_S = ("REPRO_REBUILD_TIMEOUT_S", 3600)
 OVERDUE_DAYS = ("REPRO_OVERDUE_DAYS", 30)
 #: the compose stack's pool size (docker/compose.yaml, docker/README.md), not a library setting
 POOL_SLOTS = "REPRO_GPU_POOL_SLOTS"
-RERUN_WORKERS_MAX = 64  # REPRO_RERUN_WORKERS le=64
 
 
 @dataclass(frozen=True)
@@ -141,18 +141,42 @@ def workers_needed(durations: Sequence[float], window_s: float) -> int | None:
     return low
 
 
-def calibration_s(rebuild_s: float, same_seed: int, reruns: int, rerun_workers: int) -> float:
-    """One calibration's wall on one worker: the same-seed round, then the seed-varied one, k at a time."""
-    rounds = math.ceil(same_seed / rerun_workers) + math.ceil(reruns / rerun_workers)
-    return rounds * rebuild_s
+def calibrations_makespan(rebuilds: Sequence[float], same_seed: int, reruns: int, workers: int) -> float:
+    """Wall time of the calibrations' reruns as mapped tasks on ``workers``: every calibration's same-seed reruns in
+    order, each to the worker that frees first; then each calibration's seed-varied reruns, in order, none starting
+    before that calibration's same-seed reruns have ended."""
+    free = [0.0] * max(1, min(workers, len(rebuilds) * max(same_seed + reruns, 1)))
+    released = []
+    for r in rebuilds:
+        end = 0.0
+        for _ in range(same_seed):
+            finish = heapq.heappop(free) + float(r)
+            heapq.heappush(free, finish)
+            end = max(end, finish)
+        released.append(end)
+    for r, at in zip(rebuilds, released, strict=True):
+        for _ in range(reruns):
+            heapq.heappush(free, max(heapq.heappop(free), at) + float(r))
+    return max(free)
 
 
-def rerun_workers_needed(longest_rebuild_s: float, same_seed: int, reruns: int, window_s: float) -> int | None:
-    """The smallest ``REPRO_RERUN_WORKERS`` whose longest calibration fits the window (None: none up to 64)."""
-    for k in range(1, RERUN_WORKERS_MAX + 1):
-        if calibration_s(longest_rebuild_s, same_seed, reruns, k) <= window_s:
-            return k
-    return None
+def calibration_workers_needed(rebuilds: Sequence[float], same_seed: int, reruns: int, window_s: float) -> int | None:
+    """The fewest workers whose calibrations' makespan fits ``window_s`` (bisection: more workers never end later);
+    None when one calibration alone (its two rounds) is longer."""
+    if not len(rebuilds):
+        return 0
+    rounds = (1 if same_seed else 0) + (1 if reruns else 0)
+    if max(rebuilds) * rounds > window_s:
+        return None
+    total = float(sum(rebuilds)) * (same_seed + reruns)
+    low, high = max(1, math.ceil(total / window_s)), len(rebuilds) * (same_seed + reruns)
+    while low < high:
+        mid = (low + high) // 2
+        if calibrations_makespan(rebuilds, same_seed, reruns, mid) <= window_s:
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def job_row(job: str, versions: int, durations: Sequence[float], window_s: float, rebuilds: int) -> Row:
@@ -175,7 +199,6 @@ class Plan:
     rows: tuple[Row, ...]
     night_versions: int
     night_training_hours: float
-    rerun_workers: int | None
     longest_rebuild_s: float
 
 
@@ -191,12 +214,9 @@ def plan(size: Size, profile: Profile, args: argparse.Namespace) -> Plan:
     night_train = np.concatenate([train[:p], train[p:p + new_a_night], train[p + new:p + new + rotation]])
     window, day = args.window_h * 3600, args.day_h * 3600
     new_rebuilds = rebuild[p:p + new]
-    rounds_at_best = 2 if args.same_seed else 1  # the same-seed round, then the seed-varied one
-    calibratable = new_rebuilds[new_rebuilds * rounds_at_best <= day]
-    k = rerun_workers_needed(float(calibratable.max(initial=0.0)), args.same_seed, args.reruns, day)
-    calib = [calibration_s(float(r), args.same_seed, args.reruns, k or RERUN_WORKERS_MAX) for r in new_rebuilds]
-    calib_row = job_row("(b) week's calibrations", new, calib, day, new * (args.same_seed + args.reruns))
-    calib_row = replace(calib_row, rebuild_hours=float(new_rebuilds.sum()) * (args.same_seed + args.reruns) / 3600)
+    rounds = (1 if args.same_seed else 0) + (1 if args.reruns else 0)  # the same-seed round, then the seed-varied one
+    calibratable = new_rebuilds[new_rebuilds * rounds <= day]
+    calib_row = _calibrations_row(new, new_rebuilds, calibratable, args, day)
     rows = (
         job_row("(a) production audits", p, rebuild[:p], window, p),
         job_row("(a+) the whole night", len(night), night, window, len(night)),
@@ -204,7 +224,19 @@ def plan(size: Size, profile: Profile, args: argparse.Namespace) -> Plan:
     )
     counted = np.concatenate([night[night <= window], calibratable])  # what the rows count
     longest = float(counted.max(initial=0.0))
-    return Plan(size, profile, rows, len(night), float(night_train.sum()) / 3600, k, longest)
+    return Plan(size, profile, rows, len(night), float(night_train.sum()) / 3600, longest)
+
+
+def _calibrations_row(new: int, rebuilds: np.ndarray, calibratable: np.ndarray, args: argparse.Namespace,
+                      day: float) -> Row:
+    """(b): the week's calibrations as mapped reruns, at the fewest workers (and the same count longest first)."""
+    fits = [float(r) for r in calibratable]
+    n, m = args.same_seed, args.reruns
+    workers = calibration_workers_needed(fits, n, m, day)
+    wall = calibrations_makespan(fits, n, m, workers) if fits and workers else 0.0
+    return Row("(b) week's calibrations", new, new * (n + m), float(rebuilds.sum()) * (n + m) / 3600, workers,
+               wall / 3600, day / 3600, too_long=len(rebuilds) - len(fits),
+               workers_lpt=calibration_workers_needed(sorted(fits, reverse=True), n, m, day))
 
 
 # -- the settings -----------------------------------------------------------------------------------------
@@ -220,16 +252,15 @@ def nice_up(x: float) -> float:
 def settings_for(pl: Plan) -> list[tuple[str, str]]:
     """The settings to use, each ``(NAME=value, why)``."""
     night, calib = pl.rows[1], pl.rows[2]
-    k = pl.rerun_workers or RERUN_WORKERS_MAX
-    slots = max(night.workers or 0, (calib.workers or 0) * k)
+    slots = max(night.workers or 0, calib.workers or 0)
     out = [
         (f"{NIGHTLY_MAX_MODELS[0]}={int(nice_up(pl.night_versions * 1.1))}",
          f"the night's {pl.night_versions} picks (production first) + 10 %; default {NIGHTLY_MAX_MODELS[1]}"),
         (f"{NIGHTLY_BUDGET_HOURS[0]}={nice_up(pl.night_training_hours * 1.2):g}",
          f"their recorded training hours ({pl.night_training_hours:,.{0 if pl.night_training_hours >= 100 else 2}f} h) + 20 %; default {NIGHTLY_BUDGET_HOURS[1]:g}"),
-        (f"{RERUN_WORKERS[0]}={k}", "the fewest that calibrate the longest new version within the day"
-         + ("" if pl.rerun_workers else " (none does: 64 shown)") + f"; default {RERUN_WORKERS[1]}"),
-        (f"{POOL_SLOTS}={slots}", f"devices: max(night {night.workers}, calibrations {calib.workers} workers x {k})"),
+        (f"{RERUN_WORKERS[0]}={RERUN_WORKERS[1]}", "(the default): the DAG runs each rerun as a task of its own; only "
+         "the CLI's reruns share one machine"),
+        (f"{POOL_SLOTS}={slots}", f"devices: max(night {night.workers}, calibrations {calib.workers})"),
     ]
     timeout = nice_up(pl.longest_rebuild_s * 1.5)
     if timeout > REBUILD_TIMEOUT_S[1]:
@@ -265,7 +296,7 @@ def table(pl: Plan) -> list[str]:
         lines.append(f"{r.job:<26} {r.versions:>8,} {r.rebuilds:>8,} {r.rebuild_hours:>10,.1f} {count(r.workers):>8}"
                      f" {hours(r.wall_h):>8} {hours(r.window_h):>7} {count(r.workers_lpt):>13}")
         if r.too_long:
-            alone = "a calibration longer than the day at any REPRO_RERUN_WORKERS" if r.job.startswith("(b)") \
+            alone = "a calibration whose two rounds are longer than the day" if r.job.startswith("(b)") \
                 else "a rebuild longer than the window alone"
             lines.append(f"{'':<26} {r.too_long:,} version(s) with {alone}: left out of the count")
     lines.append("settings:")

@@ -38,13 +38,29 @@ def test_four_jobs_on_two_workers_by_hand(sizing):
     assert sizing.workers_needed([3, 1, 2, 4], 3.9) is None  # the 4 alone is longer
 
 
-def test_a_calibration_by_hand(sizing):
-    # 2 same-seed then 19 seed-varied reruns of 10 s: one at a time 21 rounds; 4 at a time 1 + 5; 19 at a time 1 + 1
-    assert sizing.calibration_s(10, 2, 19, 1) == 210
-    assert sizing.calibration_s(10, 2, 19, 4) == 60
-    assert sizing.calibration_s(10, 2, 19, 19) == 20
-    assert sizing.rerun_workers_needed(10, 2, 19, 60) == 4
-    assert sizing.rerun_workers_needed(10, 2, 19, 19.9) is None
+def test_calibrations_as_mapped_reruns_by_hand(sizing):
+    # one calibration, 2 same-seed then 19 seed-varied reruns of 10 s: one worker 21 rounds; 4 workers 1 + 5 rounds;
+    # 19 workers 1 + 1 (the seed-varied reruns wait for the same-seed ones: never under two rounds)
+    assert sizing.calibrations_makespan([10], 2, 19, 1) == 210
+    assert sizing.calibrations_makespan([10], 2, 19, 4) == 60
+    assert sizing.calibrations_makespan([10], 2, 19, 19) == 20
+    assert sizing.calibration_workers_needed([10], 2, 19, 60) == 4
+    assert sizing.calibration_workers_needed([10], 2, 19, 19.9) is None
+    # two calibrations of 10 s and 30 s, 1 + 2 reruns each, on 2 workers: same-seed 10 | 30 (ends 10, 30); the first's
+    # seed-varied two go to the worker free at 10 (10-20, 20-30), then the second's to those free at 30 (30-60, 30-60)
+    assert sizing.calibrations_makespan([10, 30], 1, 2, 2) == 60
+    assert sizing.calibrations_makespan([10, 30], 1, 2, 6) == 60  # two rounds of the 30 s one: the floor
+    assert sizing.calibration_workers_needed([10, 30], 1, 2, 60) == 2
+
+
+def test_more_workers_never_end_the_calibrations_later(sizing):
+    """The bisection in ``calibration_workers_needed`` needs this: checked on random registries."""
+    rng = random.Random(44)
+    for _ in range(60):
+        rebuilds = [rng.lognormvariate(0, 1.2) for _ in range(rng.randint(1, 12))]
+        same, reruns = rng.randint(0, 3), rng.randint(1, 8)
+        walls = [sizing.calibrations_makespan(rebuilds, same, reruns, w) for w in range(1, 40)]
+        assert all(later <= earlier + 1e-9 for earlier, later in zip(walls, walls[1:], strict=False)), walls
 
 
 def test_more_workers_never_need_more_wall_time(sizing):
