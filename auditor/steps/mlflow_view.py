@@ -1,6 +1,6 @@
 """Where an MLflow user looks: the latest verdict atop the version's description, the audited version in the run's.
 
-A version's description is the first thing on its page in MLflow's UI (rendered markdown). Each audit writes one
+A version's description is shown on its page in MLflow's UI (rendered markdown). Each audit writes one
 block at its top, between ``DESCRIPTION_START`` and ``DESCRIPTION_END`` (HTML comments: the page shows neither)::
 
     **OUT_OF_TOLERANCE** · 2026-03-02 · [report](…) · [audit run](#/experiments/4/runs/…)
