@@ -72,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         then = "the task will retry" if TASK_OUTCOMES.get(code) == "retry" else "fix the input"
         print(f"the audit could not be published, {then}: {describe(exc)}", file=sys.stderr)
         return code
+    return hand_over(result)
+
+
+def hand_over(result: object) -> int:
+    """A pod's result as its last line of output, and to ``KubernetesPodOperator``'s XCom sidecar when it collects one."""
     text = json.dumps(result, sort_keys=True, default=str)
     if XCOM_DIR.is_dir():
         (XCOM_DIR / "return.json").write_text(text)

@@ -15,8 +15,8 @@ import json
 import sys
 import traceback
 
-from auditor.airflow.pod_main import XCOM_DIR
-from auditor.errors import EXIT_OK, EXIT_USAGE, ReproError, describe, exit_code
+from auditor.airflow.pod_main import hand_over
+from auditor.errors import EXIT_USAGE, ReproError, describe, exit_code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,11 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc(file=sys.stderr)
         print(f"rerun {item.name} of {planned.ref} was not stored: {describe(exc)}", file=sys.stderr)
         return exit_code(exc)
-    text = json.dumps(stored, sort_keys=True, default=str)
-    if XCOM_DIR.is_dir():
-        (XCOM_DIR / "return.json").write_text(text)
-    print(text)
-    return EXIT_OK
+    return hand_over(stored)
 
 
 if __name__ == "__main__":
