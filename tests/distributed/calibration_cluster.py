@@ -58,13 +58,15 @@ def world_env(root: Path, mlflow_db: str, *, reports: str, snapshots: str, extra
 
 
 @contextmanager
-def calibration_cluster(root: Path, world: Mapping[str, str], gpu_workers: list[str]) -> Iterator[AirflowCluster]:
+def calibration_cluster(root: Path, world: Mapping[str, str], gpu_workers: list[str],
+                        airflow: Mapping[str, str] | None = None) -> Iterator[AirflowCluster]:
     """A scheduler, DAG processor, API server, a ``default`` worker and ``gpu_workers`` (one slot each, a GPU pool
-    as wide as the workers), on a fresh metadata database; stopped and dropped afterwards."""
+    as wide as the workers), on a fresh metadata database; stopped and dropped afterwards. ``airflow``: Airflow
+    settings over the test cluster's (which re-parse the DAG folder every few seconds, for a test's speed)."""
     with fresh_database("repro_mapped_airflow") as airflow_db:
         cluster = AirflowCluster(root=root, dags_folder=REPO / "dags", database=airflow_db, extra_env={
             **world, "REPRO_RUNNER": "process", "REPRO_RETRY_DELAY_S": "1",
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"})
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False", **(airflow or {})})
         try:
             cluster.airflow("db", "migrate", timeout=300)
             cluster.airflow("pools", "set", "repro_gpu", str(len(gpu_workers)), "rebuilds, one per GPU")
