@@ -5,24 +5,18 @@ default, help and bounds, as a pydantic ``Field``); ``Setting`` is the view of o
 modules import (``REPORTS.name``, ``REPORTS.get()``); ``_read`` fills a whole class from the environment
 through pydantic-settings. The declarations themselves are ``auditor.settings``.
 
-Where values come from (``configured``): the environment, over a configuration file a team commits. The
-file is ``repro-audit.toml``, else the ``[tool.repro-audit]`` table of ``pyproject.toml``, looked up from
-the working directory upward; the first folder holding either file ends the search (a project's own
-``pyproject.toml`` without the table means: no configuration file). When one folder holds both, only
-``repro-audit.toml`` is read (a warning names the table left unread). A key is the variable's name
-without ``REPRO_`` or ``MLFLOW_``, lower-case (``Setting.key``: ``reports``, ``tracking_uri``,
-``nightly_budget_hours``, ``k8s_image``); a value is a TOML string, number or boolean, a list for a list
-(``production_aliases = ["champion", "prod"]``), a table or a list of ``key=value`` for pairs. Each is
-turned into the text a variable would hold and read by the same parser, types and bounds; a malformed one
-names the file and the key. An unknown key, a secret (a setting declared ``secret=True``) and a URL that
-carries a password are refused with ``BadInput``: secrets come from the environment. An environment
-variable always wins over the file; an empty one is unset. ``tomllib`` reads the file, not
-pydantic-settings' TOML sources: those match keys by the variables' names (our aliases) and say neither
-where a value came from (``repro-audit config show``) nor which key was meant.
+Where values come from (``configured``): the environment (an empty variable is unset), over a configuration
+file a team commits: ``repro-audit.toml``, else ``pyproject.toml``'s ``[tool.repro-audit]``, the first found from
+the working directory upward (both in one folder: the former, with a warning). A key is the variable's name without
+``REPRO_``/``MLFLOW_``, lower-case (``Setting.key``); each value becomes the text a variable would hold and goes
+through the same parser, types and bounds, and a relative path in a ``location`` setting is from the file's folder.
+An unknown key, a secret (``secret=True``) and a URL carrying a password are ``BadInput`` naming the file and the
+key (docs/how-to/configure.md). ``tomllib`` reads the file, not pydantic-settings' TOML sources: those match keys
+by the variables' names and say neither where a value came from (``repro-audit config show``) nor which key was meant.
 
-``env=None`` everywhere means this process's configuration: ``os.environ`` over the file found from the
-working directory. A mapping given instead is all there is (tests stay hermetic): a file joins it only
-when asked (``configured(env, config_file=...)`` or ``cwd=...``).
+``env=None`` (or ``os.environ`` itself) means this process's configuration: the environment over the file found
+from the working directory. Any other mapping is all there is (tests stay hermetic): a file joins it only when
+asked (``configured(env, config_file=...)`` or ``cwd=...``).
 """
 
 from __future__ import annotations
@@ -150,13 +144,14 @@ def _unwrapped(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
 
 
 def setting(env: str, default: Any, help: str, *, derived: str | None = None, hint: str | None = None,
-            secret: bool = False, location: bool = False, **bounds: int) -> Any:
+            secret: bool = False, location: bool | tuple[str, ...] = False, **bounds: int) -> Any:
     """Declare a settings field as one setting: its variable ``env``, its ``default``, ``help`` and ``bounds``.
 
     ``bounds`` are pydantic's (``ge``, ``le``). ``derived`` says, for the docs, what a default of ``None`` is
     derived from; ``hint`` replaces the fix that a malformed value's error suggests. ``secret``: the value is
     a secret (refused in a configuration file, redacted where it is shown), not where one is kept. ``location``:
-    the value is a local path or a URI; a relative path in a configuration file is taken from the file's folder.
+    the value is a local path or a URI; a relative path in a configuration file is taken from the file's folder
+    (a tuple: also the words that are no path and stay as written, e.g. ``("off",)``).
     """
     info = Field(default, validation_alias=env, description=help, **bounds)
     return field(default=default, metadata={_DECLARED: (info, derived, hint, secret, location)})
@@ -177,7 +172,7 @@ class Setting:
     derived: str | None = None
     hint: str | None = None
     secret: bool = False
-    location: bool = False  # a path or URI: relative in a configuration file means from the file's folder
+    location: bool | tuple[str, ...] = False  # a path or URI: relative in a file means from the file's folder
 
     @property
     def name(self) -> str:
@@ -238,7 +233,7 @@ class Setting:
         ``BadInput`` names the variable (or the file and key) and the fix when the value is malformed, and
         the file when it cannot be read (``configured``).
         """
-        env = configured() if env is None else env
+        env = configured() if env is None or env is os.environ else env  # os.environ itself: this process's
         raw = self.raw(env)
         if raw is None:
             return self.default
@@ -250,11 +245,13 @@ class Setting:
         For code that must not fail where it runs (a DAG file while Airflow parses it); the task
         that uses the setting resolves it again with ``get_settings()``, which does raise.
         """
-        try:
-            return self.get(env)
-        except BadInput as exc:
-            log.warning("%s; using the default %r", exc, self.default)
-            return self.default
+        tries = (env, dict(os.environ)) if env is None or env is os.environ else (env,)
+        for i, mapping in enumerate(tries):  # this process's: the file may be what failed, the environment still counts
+            try:
+                return self.get(mapping)
+            except BadInput as exc:
+                log.warning("%s; using %s", exc, "the environment alone" if i + 1 < len(tries) else f"the default {self.default!r}")
+        return self.default
 
     def parse(self, raw: str, *, file: ConfigFile | None = None) -> Any:
         """``raw`` as this setting's type, validated by pydantic; ``BadInput`` when it is not one (naming
@@ -406,7 +403,7 @@ def configured(env: Mapping[str, str] | None = None, *, config_file: Path | str 
     """
     if isinstance(env, Configured) and config_file is None and cwd is None:
         return env
-    if config_file is None and (env is None or cwd is not None):
+    if config_file is None and (env is None or env is os.environ or cwd is not None):
         config_file = find_config(cwd)
     file = read_config(Path(config_file)) if config_file is not None else None
     return Configured(os.environ if env is None else env, file)
@@ -436,7 +433,12 @@ def _warn_unread(own: Path, pyproject: Path) -> None:
 
 
 def _has_table(pyproject: Path) -> bool:
-    return _TABLE in pyproject.read_text(encoding="utf-8") and _table(pyproject, _toml(pyproject)) is not None
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{pyproject}: cannot be read as UTF-8 TOML ({exc})",
+                       hint=f"fix or remove {pyproject}, or put a repro-audit.toml beside it") from None
+    return _TABLE in text and _table(pyproject, _toml(pyproject)) is not None
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -477,16 +479,18 @@ def read_config(path: Path) -> ConfigFile:
         declared_as = _setting_at(path, key, by_key)
         text = _text(path, key, declared_as, value)
         if text:
-            texts[declared_as.name], keys[declared_as.name] = _anchored(path.parent, text) if declared_as.location else text, key
+            texts[declared_as.name], keys[declared_as.name] = _anchored(path.parent, text, declared_as.location) if declared_as.location else text, key
     return ConfigFile(path, texts, keys)
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 
 
-def _anchored(folder: Path, text: str) -> str:
+def _anchored(folder: Path, text: str, words: bool | tuple[str, ...] = ()) -> str:
     """A relative path in a configuration file, from the file's folder (it is found from any subfolder, so the working
     directory cannot say): ``sqlite:///rel`` becomes ``sqlite:////abs``; a URI, an absolute path or ``~`` stays."""
+    if isinstance(words, tuple) and text in words:  # a word the setting takes, not a path ("off")
+        return text
     if text.startswith("sqlite:///") and not text.startswith("sqlite:////"):
         return "sqlite:///" + (folder / text[len("sqlite:///"):]).as_posix()
     if _SCHEME.match(text) or text.startswith(("/", "~")):  # s3://, memory://, a signer URI (awskms:...)

@@ -124,11 +124,11 @@ class Settings:
     tracking_uri: str = setting(
         "MLFLOW_TRACKING_URI", None, "the registry (any MLflow URI, or memory://NAME for tests)",
         derived="sqlite:///$REPRO_HOME/mlflow.db",
-        location=True,
+        location=("databricks", "databricks-uc"),  # MLflow's own words, not paths
     )
     registry_uri: str | None = setting(
         "MLFLOW_REGISTRY_URI", None, "MLflow's model registry, when not the tracking server",
-        location=True,
+        location=("databricks", "databricks-uc"),  # MLflow's own words, not paths
     )
     home: Path = setting("REPRO_HOME", Path(".repro"), "caches: git mirrors, workspaces", location=True)
     snapshot_store: str = setting(
@@ -276,7 +276,7 @@ class Settings:
         "Object Lock bucket, or a write-once folder) receiving one write-once object per ledger head; unset: the "
         "write-once folder $REPRO_HOME/anchors (the heads published from this home); off: MLflow's anchors only",
         derived="$REPRO_HOME/anchors",
-        location=True,
+        location=("off",),
     )
 
     # Talking to an MLflow tracking server, and the reports' inventory view (issue 16).

@@ -33,7 +33,7 @@ def own_locations(env: Mapping[str, str] | None = None, *, cwd: Path | None = No
     Relative settings are taken relative to ``cwd`` (default: the current folder), as the auditor does.
     Never raises: a malformed setting falls back to its default (capture must not fail on it).
     """
-    if env is None:  # this process's configuration: the environment over the configuration file
+    if env is None or env is os.environ:  # this process's configuration: the environment over the configuration file
         from auditor.errors import BadInput
 
         try:

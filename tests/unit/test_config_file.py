@@ -272,3 +272,34 @@ def test_variables_set_over_the_configuration_keep_the_file_beneath(tmp_path):
     assert values.source(REPORTS.name) == "environment" and values.file_of(TRACKING_URI.name) is not None
     settings = Settings.from_env(values)
     assert (settings.reports, settings.tracking_uri) == ("/task/reports", "http://mlflow.internal:5000")
+
+
+def test_a_word_a_location_setting_takes_stays_a_word(tmp_path):
+    project = _project(tmp_path, 'ledger_anchor = "off"\ntracking_uri = "databricks"\nregistry_uri = "databricks-uc"\n')
+    settings = Settings.from_env({}, cwd=project)
+    assert (settings.ledger_anchor, settings.tracking_uri, settings.registry_uri) == ("off", "databricks", "databricks-uc")
+
+
+def test_this_processs_own_environment_mapping_reads_the_file_too(tmp_path, monkeypatch, no_setting_variables):
+    """``os.environ`` passed as it is (the SDK's capture and tracing do) means this process's configuration."""
+    import os
+
+    project = _project(tmp_path, 'reports = "audit-out"\n')
+    monkeypatch.chdir(project / "src")
+    assert REPORTS.get(os.environ) == str(project / "audit-out")
+    from auditor.lineage.own import own_locations
+
+    assert project / "audit-out" in own_locations(os.environ)
+    assert REPORTS.get(dict(os.environ)) == REPORTS.default  # a copy is a mapping like any other: hermetic
+
+
+def test_a_pyproject_that_is_not_utf8_is_named_and_a_dag_parse_read_keeps_the_environment(tmp_path, monkeypatch,
+                                                                                         no_setting_variables):
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "pyproject.toml").write_bytes(b"[project]\nname = \"caf\xe9\"\n")
+    monkeypatch.chdir(project)
+    with pytest.raises(BadInput, match="cannot be read as UTF-8 TOML"):
+        RUNNER.get()
+    monkeypatch.setenv(RUNNER.name, "docker")
+    assert RUNNER.get_or_default() == "docker"  # the file failed, the environment still counts
