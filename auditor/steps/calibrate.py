@@ -50,7 +50,7 @@ def check_counts(reruns: int, same_seed: int) -> None:
                        hint="pass --same-seed 2 or more")
 
 
-def _refuse_weaker(registry: Any, info: Any, reruns: int, replace: bool) -> None:
+def refuse_weaker(registry: Any, info: Any, reruns: int, replace: bool) -> None:
     """Bands made from more reruns are never replaced by ones made from fewer unless ``replace``."""
     from auditor.judge.tolerance import bands_from_json
     from auditor.tags import TAG_BANDS
@@ -227,7 +227,7 @@ def begin(session: Any, model_ref: str, *, reruns: int, same_seed: int, replace:
     require_complete_lineage(info.ref, record, diff)
     if record.seeds is None or record.seeds.seed is None:
         raise BadInput(f"{info.ref} records no base seed to vary")
-    _refuse_weaker(session.registry, info, reruns, replace)
+    refuse_weaker(session.registry, info, reruns, replace)
     return info, record, diff
 
 
@@ -372,5 +372,5 @@ def _refusal(code: str, message: str) -> Finding:
     return Finding(code=code, path="bands", severity="warning", message=message, hint="re-run `repro-audit calibrate`")
 
 
-__all__ = ["Band", "Bands", "begin", "calibrate", "calibration_seeds", "check_counts", "check_recipe", "finish", "judge_same_seed", "log_calibration_run", "model_digest", "same_seed_floor",
+__all__ = ["Band", "Bands", "begin", "refuse_weaker", "calibrate", "calibration_seeds", "check_counts", "check_recipe", "finish", "judge_same_seed", "log_calibration_run", "model_digest", "same_seed_floor",
            "stored_calibrations"]

@@ -18,33 +18,28 @@ same reruns over the ``gpu`` queue through four doors here, one task each:
 
 The results are working files, not evidence: the ledger does not name them (``report.verify`` passes over
 ``calibration-reruns/``); the calibration ``reduce`` publishes is the evidence, signed and ledgered as the CLI's.
-They are read back as evidence all the same, so where the auditor signs (``REPRO_SIGNING_KEY``) each is sealed by
-the worker that wrote it, a DSSE envelope over its sha256 beside it (``NAME.<hex>.dsse``: two tries never share
-one), and the check and the reduce refuse a file without a valid seal: one planted in the store by hand (before
-the real rerun wrote, so that the real one lost the conditional create) never counts. A same-seed model file must
-hash to what its sealed result says.
+They are read back as evidence all the same: ``auditor.steps.rerun_files`` says how each is tagged (and sealed)
+so that one planted or changed in the store never counts, and how a plan from XCom is held to what it must be.
+Every rerun of one calibration must run on one platform, as the CLI's do on one machine.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import secrets
 import shutil
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from auditor.digests import sha256_digest, sha256_hex
-from auditor.errors import Findings, InfrastructureError
 from auditor.rebuild.run import RunResult
+from auditor.steps import rerun_files as files
 from auditor.steps.common import Progress, now, quiet
+from auditor.steps.rerun_files import FLOOR_FILE
 
 log = logging.getLogger(__name__)
-
-FLOOR_FILE = "floor.json"
 
 
 class PlannedRerun(BaseModel):
@@ -68,7 +63,11 @@ class CalibrationPlan(BaseModel):
 
     ref: str
     folder: str  # in the reports store
-    runner: str | None
+    store: str  # the reports store's identity: every worker must keep the reruns in the same one
+    runner: str  # the runner's name, resolved at planning
+    keyid: str | None  # the signing key the plan was made under (None: unsigned); every worker must sign with it
+    nonce: str  # hex: the key of the working files' tags (``rerun_files``); never written to the store
+    replace: bool
     same: list[PlannedRerun]
     varied: list[PlannedRerun]
     planned_at: str
@@ -90,12 +89,13 @@ def plan(session: Any, model_ref: str, *, reruns: int, same_seed: int, runner: s
     from auditor.steps.calibrate import begin, calibration_seeds, check_counts
 
     check_counts(reruns, same_seed)
-    session.runner(runner)  # an unknown runner is refused now, not in every mapped task
+    runner = _runner_name(session.runner(runner))  # an unknown runner is refused now, not in every mapped task
     info, record, _ = begin(session, model_ref, reruns=reruns, same_seed=same_seed, replace=replace, progress=progress)
     seed = record.seeds.seed
     folder = f"{CALIBRATION_RERUNS}{info.name}/{info.version}/{uuid.uuid4().hex}"
     made = CalibrationPlan(
-        ref=info.ref, folder=folder, runner=runner, planned_at=now(), started=time.time(),
+        ref=info.ref, folder=folder, store=session.store.identity, runner=runner, keyid=files.signer_keyid(session),
+        nonce=secrets.token_hex(32), replace=replace, planned_at=now(), started=time.time(),
         same=[PlannedRerun(kind="same", index=i, seed=seed) for i in range(same_seed)],
         varied=[PlannedRerun(kind="varied", index=i, seed=s) for i, s in enumerate(calibration_seeds(seed, reruns))])
     log.info("calibrate %s: planned %d same-seed and %d seed-varied reruns into %s", info.ref, same_seed, reruns, folder)
@@ -107,12 +107,13 @@ def rerun(session: Any, planned: CalibrationPlan, item: PlannedRerun, progress: 
     from auditor.rebuild.run import run_recipe
     from auditor.steps.reruns import children_cpu_s, rerun_decisions
 
+    info = session.registry.resolve(planned.ref)
+    record, diff = session.registry.load_record(info)
+    files.verify_plan(session, planned, info, record)
     key = planned.key(f"{item.name}.json")
     if session.store.exists(key):
         log.info("calibrate %s: rerun %s is stored already (an earlier try): not rerun", planned.ref, item.name)
         return {"rerun": item.name, "stored": key, "reran": False}
-    info = session.registry.resolve(planned.ref)
-    record, diff = session.registry.load_record(info)
     tmp = session.scratch(f"rerun-{item.name}-")
     try:
         progress(f"{item.name} rerun of {planned.ref} (seed {item.seed})")
@@ -125,64 +126,10 @@ def rerun(session: Any, planned: CalibrationPlan, item: PlannedRerun, progress: 
         after = children_cpu_s()  # a container's CPU is the engine's: not counted (``steps.reruns.cost``)
         spent = round(after - cpu, 3) if None not in (cpu, after) and _runner_name(run_with) == "process" else None
         decided = rerun_decisions(run) if item.kind == "varied" else None
-        stored = _store(session, planned, item, run, decided, spent)
+        stored = files.store_result(session, planned, item, run, decided, spent)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {"rerun": item.name, "stored": key, "reran": True, "first": stored}
-
-
-def _store(session: Any, planned: CalibrationPlan, item: PlannedRerun, run: RunResult, decided: Any,
-           cpu_s: float | None) -> bool:
-    """The model file (same-seed reruns; under its sha256, so two tries never clash), then the result: the
-    result's key is written last, so a result names only files that are there. False: an earlier try won."""
-    weights = None
-    if item.kind == "same" and run.weights is not None and run.weights_sha256:
-        weights = planned.key(f"models/{run.weights_sha256}/{run.weights.name}")
-        session.store.write(weights, run.weights)
-    result = {
-        "rerun": item.name, "seed": item.seed, "metrics": run.metrics, "flavor": run.flavor, "weights": weights,
-        "weights_sha256": run.weights_sha256, "canonical_sha256": run.canonical_sha256,
-        "record": run.record.to_dict() if run.record is not None else None, "decisions": decided,
-        "wall_s": run.wall_s, "accelerator_s": run.accelerator_s, "cpu_s": cpu_s,
-    }
-    first = _write_sealed(session, planned.key(f"{item.name}.json"), json.dumps(result, sort_keys=True).encode("utf-8"))
-    if not first:
-        log.warning("calibrate %s: rerun %s was stored by another try meanwhile; this one is not counted",
-                    planned.ref, item.name)
-    return first
-
-
-def _load(session: Any, planned: CalibrationPlan, item: PlannedRerun, scratch: Path) -> tuple[RunResult, Any, float | None]:
-    """A stored result as the ``RunResult`` the CLI's path would hold (model file downloaded), its decisions, CPU s."""
-    from auditor.errors import NotFound
-    from auditor.judge.weights import sha256_file
-    from auditor.lineage.record import RunRecord
-
-    store = session.store
-    key = planned.key(f"{item.name}.json")
-    try:
-        data = json.loads(_read_sealed(session, key))
-    except NotFound:
-        raise InfrastructureError(f"calibration of {planned.ref}: rerun {item.name} left no result at {store.uri}/{key}",
-                                  hint="retry its mapped task (it reruns only what is missing)") from None
-    if data.get("rerun") != item.name or data.get("seed") != item.seed:
-        raise InfrastructureError(f"calibration of {planned.ref}: {store.uri}/{key} holds rerun {data.get('rerun')} "
-                                  f"seed {data.get('seed')}, not {item.name} seed {item.seed}; refused")
-    weights = None
-    if data.get("weights"):
-        folder = scratch / item.name
-        folder.mkdir(parents=True, exist_ok=True)
-        weights = folder / data["weights"].rsplit("/", 1)[-1]
-        store.download(data["weights"], weights)
-        if sha256_file(weights) != data.get("weights_sha256"):
-            raise Findings(f"calibration of {planned.ref} stopped: {store.uri}/{data['weights']} does not hash to the "
-                           f"{data.get('weights_sha256')} rerun {item.name} recorded; it was replaced in the store")
-    record = RunRecord.from_dict(data["record"], source=f"{key} record") if data.get("record") else None
-    run = RunResult(output_dir=scratch / item.name, metrics=data["metrics"], weights=weights,
-                    weights_sha256=data.get("weights_sha256"), record=record, wall_s=float(data["wall_s"]),
-                    accelerator_s=data.get("accelerator_s"), log_tail="", flavor=data.get("flavor"),
-                    canonical_sha256=data.get("canonical_sha256"))
-    return run, data.get("decisions"), data.get("cpu_s")
 
 
 def check(session: Any, planned: CalibrationPlan, progress: Progress = quiet) -> dict[str, Any]:
@@ -191,97 +138,91 @@ def check(session: Any, planned: CalibrationPlan, progress: Progress = quiet) ->
     from auditor.judge.floors import SameSeedFloor
     from auditor.steps.calibrate import judge_same_seed
 
-    key = planned.key(FLOOR_FILE)
-    if session.store.exists(key):
-        floor = SameSeedFloor.model_validate_json(_read_sealed(session, key))
-        return {"stored": key, "bit_identical": floor.bit_identical}
     info = session.registry.resolve(planned.ref)
     record, diff = session.registry.load_record(info)
+    files.verify_plan(session, planned, info, record)
+    key = planned.key(FLOOR_FILE)
+    if session.store.exists(key):
+        floor = SameSeedFloor.model_validate_json(files.read(session, planned, key))
+        return {"stored": key, "bit_identical": floor.bit_identical}
     tmp = session.scratch("calibrate-check-")
     try:
-        same = [_load(session, planned, item, tmp)[0] for item in planned.same]
+        same = [files.load_result(session, planned, item, tmp)[0] for item in planned.same]
+        files.one_platform(planned, [(item.name, run) for item, run in zip(planned.same, same, strict=True)])
         progress(f"judging the {len(same)} same-seed reruns of {planned.ref}")
         floor = judge_same_seed(session, info, record, same, lambda: session.prepare(record, diff, tmp / "workspace"),
                                 session.runner(planned.runner), tmp, progress)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_sealed(session, key, floor.model_dump_json().encode("utf-8"))
+    files.write(session, planned, key, floor.model_dump_json().encode("utf-8"))
     return {"stored": key, "bit_identical": floor.bit_identical}
 
 
 def reduce(session: Any, planned: CalibrationPlan, progress: Progress = quiet) -> Any:
-    """The calibration from the stored floor and seed-varied results (exactly one each), stored as the CLI's."""
+    """The calibration from the stored floor and seed-varied results (exactly one each, on the same-seed reruns'
+    platform), stored as the CLI's; a stronger calibration stored meanwhile is not replaced unless the plan says so."""
     from auditor.judge.floors import SameSeedFloor
-    from auditor.steps.calibrate import finish
+    from auditor.steps.calibrate import finish, refuse_weaker
 
     info = session.registry.resolve(planned.ref)
     record, _ = session.registry.load_record(info)
-    floor = SameSeedFloor.model_validate_json(_read_sealed(session, planned.key(FLOOR_FILE)))
+    files.verify_plan(session, planned, info, record)
+    floor = SameSeedFloor.model_validate_json(files.read(session, planned, planned.key(FLOOR_FILE)))
     tmp = session.scratch("calibrate-reduce-")
     try:
-        same = [_load(session, planned, item, tmp) for item in planned.same]
-        varied = [_load(session, planned, item, tmp) for item in planned.varied]
+        same = [files.load_result(session, planned, item, tmp) for item in planned.same]
+        varied = [files.load_result(session, planned, item, tmp) for item in planned.varied]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    files.one_platform(planned, [(item.name, run) for item, (run, _, _) in zip(planned.varied, varied, strict=True)],
+                       expected=floor.platform)
+    refuse_weaker(session.registry, info, len(planned.varied), planned.replace)
     progress(f"reducing {len(varied)} seed-varied reruns of {planned.ref}")
-    spent = _cost([*same, *varied], planned, _runner_name(session.runner(planned.runner)))
     return finish(session, info, record, floor, [(item.seed, run, decided) for item, (run, decided, _) in
-                                                 zip(planned.varied, varied, strict=True)], spent)
+                                                 zip(planned.varied, varied, strict=True)], _cost([*same, *varied], planned))
 
 
-def _seal_key(key: str, data: bytes) -> str:
-    return f"{key}.{sha256_hex(data)}.dsse"
+def plan_missing(session: Any, refs: list[str], *, reruns: int, same_seed: int,
+                 progress: Progress = quiet) -> list[CalibrationPlan]:
+    """A plan for each of ``refs`` (once per version) that has no stored calibration with seed-varied reruns: what a
+    promotion gate's comparison would otherwise calibrate in its own task (``steps.compare``)."""
+    from auditor.steps.calibrate import stored_calibrations
+
+    plans: list[CalibrationPlan] = []
+    seen: set[str] = set()
+    for ref in refs:
+        info = session.registry.resolve(ref)
+        if info.ref in seen:
+            continue
+        seen.add(info.ref)
+        calibration, _, _ = stored_calibrations(session, info, [])
+        if calibration is None or not calibration.seed_varied:
+            plans.append(plan(session, info.ref, reruns=reruns, same_seed=same_seed, runner=None, replace=False,
+                              progress=progress))
+    return plans
 
 
-def _write_sealed(session: Any, key: str, data: bytes) -> bool:
-    """``data`` under ``key`` (a conditional create: False when an earlier try wrote it), its seal first where the
-    session signs."""
-    if session.signer is not None:
-        from auditor.report import attest
-
-        doc = attest.statement({key: sha256_digest(data)}, {"folder": key.rsplit("/", 1)[0]},
-                               predicate_type=attest.RERUN_PREDICATE_TYPE)
-        session.store.write(_seal_key(key, data), attest.sign(doc, session.signer))
-    return session.store.write(key, data)
-
-
-def _read_sealed(session: Any, key: str) -> bytes:
-    """The bytes under ``key``, their seal verified where the auditor signs (``Findings`` naming the file when it
-    has none, or one another key made, or one over other bytes)."""
-    from auditor.errors import NotFound
-    from auditor.steps.calibrate import judge_key
-
-    data = session.store.read(key)
-    public = judge_key(session)
-    if public is None:
-        return data
-    from auditor.report import attest
-
-    where = f"{session.store.uri}/{_seal_key(key, data)}"
-    try:
-        doc = attest.verify(session.store.read(_seal_key(key, data)), public, where=where,
-                            predicate_type=attest.RERUN_PREDICATE_TYPE)
-    except NotFound:
-        raise Findings(f"{session.store.uri}/{key} has no seal by the auditor's key ({where} is missing): it was not "
-                       "written by a rerun of this calibration; refused", hint="re-run the calibration") from None
-    if attest.subject_digests(doc).get(key) != sha256_digest(data):
-        raise Findings(f"{where} seals other bytes than {session.store.uri}/{key} holds; refused",
-                       hint="re-run the calibration")
-    return data
+def plans_of(tickets: list[dict[str, Any]]) -> list[CalibrationPlan]:
+    """The distinct plans a list of tickets (``CalibrationPlan.tickets``) belongs to, in their order."""
+    plans: dict[str, CalibrationPlan] = {}
+    for ticket in tickets:
+        planned = CalibrationPlan.model_validate(ticket["planned"])
+        plans.setdefault(planned.folder, planned)
+    return list(plans.values())
 
 
 def _runner_name(run_with: Any) -> str:
     return getattr(run_with, "name", None) or "process"
 
 
-def _cost(loaded: list[tuple[RunResult, Any, float | None]], planned: CalibrationPlan, runner: str) -> dict[str, Any]:
+def _cost(loaded: list[tuple[RunResult, Any, float | None]], planned: CalibrationPlan) -> dict[str, Any]:
     """What the reruns cost, in the CLI's words: summed over the tasks, each rerun's CPU its own task's children."""
     cpu = [c for _, _, c in loaded]
     device = [r.accelerator_s for r, _, _ in loaded if r.accelerator_s is not None]
     return {"reruns": len(loaded), "wall_s": round(sum(r.wall_s for r, _, _ in loaded), 3),
             "cpu_s": round(sum(cpu), 3) if cpu and None not in cpu else None,
-            "accelerator_s": round(sum(device), 3) if device else None, "runner": runner,
+            "accelerator_s": round(sum(device), 3) if device else None, "runner": planned.runner,
             "workers": None, "mapped": True, "elapsed_s": round(time.time() - planned.started, 3)}
 
 
-__all__ = ["FLOOR_FILE", "CalibrationPlan", "PlannedRerun", "check", "plan", "reduce", "rerun"]
+__all__ = ["FLOOR_FILE", "CalibrationPlan", "PlannedRerun", "check", "plan", "plan_missing", "plans_of", "reduce", "rerun"]

@@ -26,7 +26,6 @@ from auditor.steps.options import AuditOptions, AuditOutcome
 
 if TYPE_CHECKING:
     from auditor.settings import Settings
-    from auditor.steps.calibrate import Bands
     from auditor.steps.mapped import CalibrationPlan, PlannedRerun
     from auditor.storage import BlobStore
 
@@ -139,26 +138,42 @@ class Session:
 
         return calibrate(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
 
-    # a calibration spread over workers (``auditor.steps.mapped``): the DAG's four tasks, one door each
+    # a calibration spread over workers (``auditor.steps.mapped``): a DAG's tasks, one door each
     def calibrate_plan(self, ref: str, *, reruns: int = 5, same_seed: int = 2, runner: str | None = None,
                        replace: bool = False, progress: Progress = quiet) -> CalibrationPlan:
         from auditor.steps.mapped import plan
 
         return plan(self, ref, reruns=reruns, same_seed=same_seed, runner=runner, replace=replace, progress=progress)
 
+    def calibrate_plan_missing(self, refs: list[str], *, reruns: int = 5, same_seed: int = 2,
+                               progress: Progress = quiet) -> list[CalibrationPlan]:
+        """A plan for each version of ``refs`` with no stored calibration (a promotion gate's, before it compares)."""
+        from auditor.steps.mapped import plan_missing
+
+        return plan_missing(self, refs, reruns=reruns, same_seed=same_seed, progress=progress)
+
     def calibrate_rerun(self, planned: CalibrationPlan, item: PlannedRerun, *, progress: Progress = quiet) -> dict[str, Any]:
         from auditor.steps.mapped import rerun
 
         return rerun(self, planned, item, progress)
 
-    def calibrate_check(self, planned: CalibrationPlan, *, progress: Progress = quiet) -> dict[str, Any]:
+    def calibrate_check(self, planned: CalibrationPlan | list[CalibrationPlan], *, progress: Progress = quiet) -> Any:
+        """Each plan's same-seed reruns judged and its floor stored; a list of plans gives the seed-varied reruns'
+        tickets of them all (what a DAG maps its next reruns over)."""
         from auditor.steps.mapped import check
 
-        return check(self, planned, progress)
+        if not isinstance(planned, list):
+            return check(self, planned, progress)
+        for each in planned:
+            check(self, each, progress)
+        return [ticket for each in planned for ticket in each.tickets("varied")]
 
-    def calibrate_reduce(self, planned: CalibrationPlan, *, progress: Progress = quiet) -> Bands:
+    def calibrate_reduce(self, planned: CalibrationPlan | list[CalibrationPlan], *, progress: Progress = quiet) -> Any:
+        """The plan's calibration stored (its bands returned); for a list of plans, ``{ref: bands}`` of each."""
         from auditor.steps.mapped import reduce
 
+        if isinstance(planned, list):
+            return {p.ref: reduce(self, p, progress) for p in planned}
         return reduce(self, planned, progress)
 
     def compare(self, candidate: str, incumbent: str, *, reruns: int = 5, metrics: list[str] | None = None,

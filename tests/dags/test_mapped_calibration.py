@@ -193,7 +193,7 @@ def test_a_result_planted_in_the_store_before_the_rerun_wrote_is_refused_not_cou
     assert session.store.write(planned.key("varied-0.json"), json.dumps(forged).encode())
     for item in planned.varied:
         session.calibrate_rerun(planned, item)  # varied-0 finds "its" result stored and reruns nothing
-    with pytest.raises(Findings, match=r"varied-0\.json has no seal by the auditor's key"):
+    with pytest.raises(Findings, match=r"varied-0\.json is not one this calibration wrote"):
         session.calibrate_reduce(planned)
 
 
