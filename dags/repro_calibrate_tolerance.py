@@ -18,6 +18,7 @@ With ``REPRO_REBUILD_BACKEND=kubernetes`` each rerun is a pod instead (``auditor
 the audit pod's image and spec, running ``auditor.airflow.rerun_pod``: the same one call), mapped the
 same way; the other tasks stay on Celery. Parsing reads only the retry delay and the route, through
 reads that cannot fail; each task resolves the settings when it runs (``auditor.airflow.hooks.AuditHook``).
+The tasks after ``plan`` are ``auditor.airflow.calibration``'s, which the promotion gate shares.
 """
 
 from __future__ import annotations
@@ -25,23 +26,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Param, dag, task
 
-from auditor.airflow import GPU_POOL, GPU_QUEUE, documented, parse_time_pod, task_defaults
+from auditor.airflow import documented, task_defaults
+from auditor.airflow.calibration import calibration_tasks
 from auditor.airflow.notifications import failure_notifiers
-
-
-def rerun_each(rerun_task, tickets, task_id: str):
-    """The reruns mapped over ``tickets`` by the configured route: the ``rerun`` task on the ``gpu`` queue, or
-    (``REPRO_REBUILD_BACKEND=kubernetes``) one pod each in the GPU pool, as the nightly's audits."""
-    pod = parse_time_pod()
-    if pod is not None:
-        from auditor.airflow.kubernetes import rerun_pods
-
-        return rerun_pods(tickets, pod, task_id=task_id, pool=GPU_POOL, doc_md=RERUN_POD_DOC)
-    return documented(rerun_task).override(task_id=task_id).expand_kwargs(tickets)
-
-
-RERUN_POD_DOC = ("One rerun of the recorded recipe in a pod of its own (`python -m auditor.airflow.rerun_pod`), its result "
-                 "stored once in the reports store: a retried pod whose result is stored reruns nothing.")
 
 
 @dag(
@@ -73,38 +60,7 @@ def repro_calibrate_tolerance() -> None:
                                                     same_seed=int(params["same_seed"]))
         return made.tickets("same")
 
-    @task(pool=GPU_POOL, queue=GPU_QUEUE, on_failure_callback=failure_notifiers("task"))
-    def rerun(planned: dict, item: dict, **context) -> dict:
-        """One rerun of the recorded recipe; its result stored once in the reports store (a retry of a stored one reruns nothing)."""
-        from auditor.airflow.hooks import task_session
-        from auditor.steps.mapped import CalibrationPlan, PlannedRerun
-
-        return task_session(context).calibrate_rerun(CalibrationPlan.model_validate(planned), PlannedRerun.model_validate(item))
-
-    @task(pool=GPU_POOL, queue=GPU_QUEUE, on_failure_callback=failure_notifiers("task"))
-    def check_same_seed(same: list[dict], **context) -> list[dict]:
-        """Judge the same-seed reruns as execution noise of the recipe before any seed-varied rerun is paid for."""
-        from auditor.airflow.hooks import task_session
-        from auditor.steps.mapped import CalibrationPlan
-
-        planned = CalibrationPlan.model_validate(same[0]["planned"])
-        task_session(context).calibrate_check(planned)
-        return planned.tickets("varied")
-
-    @task(on_failure_callback=failure_notifiers("task"))
-    def reduce(varied: list[dict], **context) -> dict:
-        """Floors, bands, lottery and multiplicity from the stored reruns; stored as `repro-audit calibrate` stores them."""
-        from auditor.airflow.hooks import task_session
-        from auditor.steps.mapped import CalibrationPlan
-
-        planned = CalibrationPlan.model_validate(varied[0]["planned"])
-        bands = task_session(context).calibrate_reduce(planned)
-        return {"model_uri": planned.ref, "bands": {m: [b.lower, b.upper] for m, b in bands.items()}}
-
-    same_tickets = plan()
-    varied_tickets = check_same_seed(same_tickets)
-    rerun_each(rerun, same_tickets, "rerun_same_seed") >> varied_tickets
-    rerun_each(rerun, varied_tickets, "rerun_seed_varied") >> reduce(varied_tickets)
+    calibration_tasks(documented(plan)())
 
 
 repro_calibrate_tolerance()

@@ -25,6 +25,9 @@ GPU_TASKS = {
     ("repro_calibrate_tolerance", "rerun_same_seed"),  # one mapped task per rerun (issue 43)
     ("repro_calibrate_tolerance", "check_same_seed"),  # verifying a claimed noise source reruns
     ("repro_calibrate_tolerance", "rerun_seed_varied"),
+    ("repro_promotion_gate", "rerun_same_seed"),  # a moved version with no calibration: the same mapped reruns
+    ("repro_promotion_gate", "check_same_seed"),
+    ("repro_promotion_gate", "rerun_seed_varied"),
 }
 HEAVY = ("torch", "mlflow", "boto3", "botocore", "docker", "pandas", "safetensors", "deltalake")
 # What a DAG file may import at its top: the Task SDK, dates, and the auditor's Airflow package.
@@ -40,12 +43,13 @@ ALLOWED_TOP_LEVEL = {
     "auditor.airflow.notifications",
     "auditor.airflow.operators",
     "auditor.airflow.promotion",
+    "auditor.airflow.calibration",
 }
 # Of the auditor, a DAG file imports (anywhere in it, a task's body included) only these packages.
 AUDITOR_FOR_DAGS = ("auditor.airflow", "auditor.steps")
 # What parsing the DAG folder loads of the auditor: the Airflow package's light modules, and settings with
 # the floors below it (import-linter's layers contract), nothing that audits.
-LOADED_AT_PARSE = {"auditor", "auditor.airflow", "auditor.airflow.context", "auditor.airflow.hooks", "auditor.airflow.links",
+LOADED_AT_PARSE = {"auditor", "auditor.airflow", "auditor.airflow.calibration", "auditor.airflow.context", "auditor.airflow.hooks", "auditor.airflow.links",
                    "auditor.airflow.notifications", "auditor.airflow.operators", "auditor.airflow.promotion"}
 BELOW_SETTINGS = ("auditor.settings", "auditor.catalog", "auditor.tags", "auditor.git", "auditor.contract", "auditor.canonical", "auditor.uris",
                   "auditor.errors", "auditor.digests", "auditor.outcomes")
