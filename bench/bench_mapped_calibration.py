@@ -13,7 +13,7 @@ Printed: each run's wall time (the DAG run's start to end, from Airflow's metada
 spent, and the ratio two / one against the target (at most 0.65). The DAG processor runs at Airflow's own pace
 (``PRODUCTION``), not the test cluster's. The reports store (where the reruns' results
 travel between workers) is a local folder here, as both workers share the host; the test of the same DAG
-(``tests/distributed/test_mapped_calibration.py``) uses the S3-protocol server. The machine is shared: only
+(``tests/distributed/test_celery_mapped_calibration.py``) uses the S3-protocol server. The machine is shared: only
 ratios taken in one run mean anything.
 
     .venv/bin/python bench/bench_mapped_calibration.py [--reruns 6] [--trees 3000] [--out bench/results/mapped_calibration.txt]

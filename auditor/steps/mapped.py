@@ -30,56 +30,14 @@ import secrets
 import shutil
 import time
 import uuid
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any
 
 from auditor.rebuild.run import RunResult
 from auditor.steps import rerun_files as files
 from auditor.steps.common import Progress, now, quiet
-from auditor.steps.rerun_files import FLOOR_FILE
+from auditor.steps.rerun_files import FLOOR_FILE, CalibrationPlan, PlannedRerun
 
 log = logging.getLogger(__name__)
-
-
-class PlannedRerun(BaseModel):
-    """One rerun of a plan: ``same`` (the recorded seed) or ``varied`` (a derived one), its index and seed."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["same", "varied"]
-    index: int
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}-{self.index}"
-
-
-class CalibrationPlan(BaseModel):
-    """What every task of a mapped calibration reads: the pinned version, its reruns, where their results go."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    ref: str
-    folder: str  # in the reports store
-    store: str  # the reports store's identity: every worker must keep the reruns in the same one
-    runner: str  # the runner's name, resolved at planning
-    keyid: str | None  # the signing key the plan was made under (None: unsigned); every worker must sign with it
-    nonce: str  # hex: the key of the working files' tags (``rerun_files``); never written to the store
-    replace: bool
-    same: list[PlannedRerun]
-    varied: list[PlannedRerun]
-    planned_at: str
-    started: float  # time.time() at planning: the reduce says how long the whole spread took
-
-    def key(self, name: str) -> str:
-        return f"{self.folder}/{name}"
-
-    def tickets(self, kind: Literal["same", "varied"]) -> list[dict[str, Any]]:
-        """One ``{"planned", "item"}`` per rerun of ``kind``, JSON: the keyword arguments a DAG maps its rerun task over."""
-        plan_json = self.model_dump(mode="json")
-        return [{"planned": plan_json, "item": item.model_dump()} for item in (self.same if kind == "same" else self.varied)]
 
 
 def plan(session: Any, model_ref: str, *, reruns: int, same_seed: int, runner: str | None, replace: bool,

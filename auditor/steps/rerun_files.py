@@ -1,4 +1,4 @@
-"""A mapped calibration's working files in the reports store, and why each one read back can be trusted.
+"""A mapped calibration's plan (``CalibrationPlan``, its ``PlannedRerun``s) and its working files in the reports store.
 
 Each rerun's result (``same-I.json``, ``varied-I.json``) and the same-seed floor (``floor.json``) are written once, as
 conditional creates, under the plan's folder. They are read back as evidence, by other workers, so every one carries:
@@ -22,18 +22,57 @@ import hmac
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from auditor.digests import sha256_digest, sha256_hex
 from auditor.errors import Findings, InfrastructureError, NotFound
 from auditor.rebuild.run import RunResult
 
-if TYPE_CHECKING:
-    from auditor.steps.mapped import CalibrationPlan, PlannedRerun
-
 log = logging.getLogger(__name__)
 
 FLOOR_FILE = "floor.json"
+
+
+class PlannedRerun(BaseModel):
+    """One rerun of a plan: ``same`` (the recorded seed) or ``varied`` (a derived one), its index and seed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["same", "varied"]
+    index: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.index}"
+
+
+class CalibrationPlan(BaseModel):
+    """What every task of a mapped calibration reads: the pinned version, its reruns, where their results go."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ref: str
+    folder: str  # in the reports store
+    store: str  # the reports store's identity: every worker must keep the reruns in the same one
+    runner: str  # the runner's name, resolved at planning
+    keyid: str | None  # the signing key the plan was made under (None: unsigned); every worker must sign with it
+    nonce: str  # hex: the key of the working files' tags (``rerun_files``); never written to the store
+    replace: bool
+    same: list[PlannedRerun]
+    varied: list[PlannedRerun]
+    planned_at: str
+    started: float  # time.time() at planning: the reduce says how long the whole spread took
+
+    def key(self, name: str) -> str:
+        return f"{self.folder}/{name}"
+
+    def tickets(self, kind: Literal["same", "varied"]) -> list[dict[str, Any]]:
+        """One ``{"planned", "item"}`` per rerun of ``kind``, JSON: the keyword arguments a DAG maps its rerun task over."""
+        plan_json = self.model_dump(mode="json")
+        return [{"planned": plan_json, "item": item.model_dump()} for item in (self.same if kind == "same" else self.varied)]
 
 
 def signer_keyid(session: Any) -> str | None:
@@ -179,4 +218,4 @@ def one_platform(planned: CalibrationPlan, runs: list[tuple[str, RunResult]], ex
                            "floor", hint="route the gpu queue to one kind of worker, or calibrate with the CLI on one")
 
 
-__all__ = ["FLOOR_FILE", "load_result", "one_platform", "read", "signer_keyid", "store_result", "verify_plan", "write"]
+__all__ = ["FLOOR_FILE", "CalibrationPlan", "PlannedRerun", "load_result", "one_platform", "read", "signer_keyid", "store_result", "verify_plan", "write"]

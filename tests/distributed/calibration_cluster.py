@@ -1,6 +1,6 @@
 """A mapped calibration on a real Celery cluster: the world, the cluster, and one triggered run (issue 43).
 
-Shared by ``tests/distributed/test_mapped_calibration.py`` (a worker killed mid-rerun) and
+Shared by ``tests/distributed/test_celery_mapped_calibration.py`` (a worker killed mid-rerun) and
 ``bench/bench_mapped_calibration.py`` (one gpu worker against two). The world: the tabular example
 (``examples/tabular``, XGBoost) in a git repository, trained once and registered in MLflow on a fresh
 PostgreSQL database; the reports store (where the reruns' results travel between workers) and the
