@@ -4,9 +4,8 @@ Real parts: the tabular example (``examples/tabular``, XGBoost) trained and regi
 calibrated once by ``repro-audit calibrate`` (the in-process path) and once by ``dag.test()`` of the DAG (one
 mapped task per rerun, results through the reports store, one reduce), in Airflow 3 on SQLite in a child
 process (see conftest). Both calibrations are read back from the ledger, where audits read them, and compared:
-the same seeds, the same model digests, the same metrics, floors and bands; only when and how long differ (that
-comparison is ``extended`` here: in CI, tests/distributed/test_celery_mapped_calibration.py makes it on a real
-Celery cluster).
+the same seeds, the same model digests, the same metrics, floors and bands; only when and how long differ (on a
+real Celery cluster, with a worker killed: tests/distributed/test_celery_mapped_calibration.py, ``make test-all``).
 Then the step doors alone: a retried rerun whose result is stored reruns nothing and is counted once, and a
 reduce missing a result names it.
 """
@@ -116,7 +115,6 @@ def test_the_dag_maps_one_task_per_rerun_and_stores_the_calibration_where_audits
     assert mapped.same_seed.bit_identical  # XGBoost on one thread: the same-seed reruns are bit-identical
 
 
-@pytest.mark.extended  # in CI the Celery test compares the DAG's calibration with the CLI's (test_celery_mapped_calibration)
 def test_the_mapped_calibration_is_the_one_the_cli_stores(dag_run, world):
     cli = subprocess.run([sys.executable, "-m", "auditor", "calibrate", world.ref, "--reruns", str(RERUNS), "--json"],
                          env=world.env, capture_output=True, text=True, timeout=900, check=False)

@@ -44,7 +44,9 @@ from tests.distributed.cluster import (
 
 pytest.importorskip("xgboost")
 
-pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.timeout(900)]
+# extended: a second cluster beside test_celery_nightly's costs CI about six minutes of its forty; `make test-all`
+# runs it. In `make test`, tests/dags/test_mapped_calibration.py runs the same DAG (dag.test) against the CLI.
+pytestmark = [pytest.mark.distributed, pytest.mark.slow, pytest.mark.extended, pytest.mark.timeout(900)]
 
 RUN_ID = "mapped-calibration-test"
 RERUNS, SAME_SEED = 6, 2
