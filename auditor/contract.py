@@ -120,6 +120,17 @@ def is_rebuild(env: Mapping[str, str]) -> bool:
     return env.get(ENV_REBUILD) == "1"
 
 
+#: what the runner sets for one run only, read by the SDK as the run begins and by no library as it is imported: the
+#: variables a warm rebuild worker (``auditor.rebuild.warm``) may differ in from the rebuilds it forks
+RUN_TIME_VARS = (ENV_OUTPUT_DIR, ENV_CONFIG, ENV_SEED, ENV_EVALUATE_WEIGHTS, ENV_EVALUATE_THEN_TRAIN, ENV_RESUME_CHECKPOINT,
+                 ENV_STOP_STEP, "HOME")
+
+
+def is_run_time_var(name: str) -> bool:
+    """Whether ``name`` is set per run (``RUN_TIME_VARS``, a data path, a config override)."""
+    return name in RUN_TIME_VARS or name.startswith((ENV_DATA_PREFIX, ENV_CONFIG_PREFIX))
+
+
 def path_env(*, output_dir: str, data: Mapping[str, str], config_file: str | None) -> dict[str, str]:
     """The path half of the contract, as the script will see the paths (the runner's view).
 

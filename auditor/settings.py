@@ -305,6 +305,12 @@ class Settings:
         "where the process runner rebuilds a record naming no image: recorded (a virtual environment recreated "
         "from the recorded packages with uv) or auditor (the auditor's own; the drift is reported)",
     )
+    warm_rebuild: bool = setting(
+        "REPRO_WARM_REBUILD", True,
+        "the process runner forks each python SCRIPT rebuild from a warm worker that has imported the script's leading "
+        "imports once per environment (a fork server; a fresh process per rebuild all the same); false: a fresh "
+        "interpreter for every rebuild",
+    )
     venv_cache: Path | None = setting(
         "REPRO_VENV_CACHE", None, "where reconstructed environments are kept, one per recorded package set",
         derived="~/.cache/repro-audit/venvs",
@@ -409,6 +415,7 @@ MLFLOW_HTTP_TIMEOUT_S = _TOP["mlflow_http_timeout_s"]
 OVERDUE_DAYS = _TOP["overdue_days"]
 UNREPRODUCIBLE_RECHECK_DAYS = _TOP["unreproducible_recheck_days"]
 REBUILD_ENV = _TOP["rebuild_env"]
+WARM_REBUILD = _TOP["warm_rebuild"]
 VENV_CACHE = _TOP["venv_cache"]
 FIND_LINKS = _TOP["find_links"]
 INDEX_URL = _TOP["index_url"]

@@ -44,11 +44,12 @@ def make_runner(name: str, settings: Settings) -> Runner:
         from auditor.rebuild.runners import ProcessRunner
 
         if settings.rebuild_env == "auditor":
-            return ProcessRunner()
+            return ProcessRunner(warm=settings.warm_rebuild)
         from auditor.rebuild.venv import Reconstructor, pip_find_links
 
         links = [link.strip() for link in (settings.find_links or "").split(",") if link.strip()] or pip_find_links()
-        return ProcessRunner(reconstructor=Reconstructor(settings.venvs, find_links=links, index_url=settings.index_url))
+        return ProcessRunner(reconstructor=Reconstructor(settings.venvs, find_links=links, index_url=settings.index_url),
+                             warm=settings.warm_rebuild)
     if name == "docker":
         from auditor.rebuild.runners_docker import DockerRunner
 

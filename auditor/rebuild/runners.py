@@ -33,6 +33,7 @@ from auditor.settings import IMAGE_DIGEST, RUNNER
 if TYPE_CHECKING:
     from auditor.lineage.record import EnvironmentInfo
     from auditor.rebuild.venv import Reconstructor
+    from auditor.rebuild.warm import WarmProcess
 
 TAIL_CHARS = 8000
 # Only these parent variables reach a rebuild: a training script never sees the
@@ -122,6 +123,7 @@ class RunOutcome:
     log_path: Path
     timed_out: bool = False
     accelerator_s: float | None = None  # device-seconds; None on CPU
+    warm: bool = False  # forked from a warm worker (``auditor.rebuild.warm``), not started as a fresh interpreter
 
     @property
     def ok(self) -> bool:
@@ -204,9 +206,10 @@ class ProcessRunner:
 
     name = "process"
 
-    def __init__(self, *, kill_grace_s: float = 5.0, reconstructor: Reconstructor | None = None) -> None:
+    def __init__(self, *, kill_grace_s: float = 5.0, reconstructor: Reconstructor | None = None, warm: bool = True) -> None:
         self.kill_grace_s = kill_grace_s
         self.reconstructor = reconstructor
+        self.warm = warm  # fork ``python SCRIPT`` rebuilds from a warm worker (auditor.rebuild.warm; REPRO_WARM_REBUILD)
 
     def interpreter(self, spec: RunSpec) -> tuple[str, list[str]]:
         """The Python the rebuild runs under, and lines about how it was chosen (for the log)."""
@@ -244,15 +247,9 @@ class ProcessRunner:
         argv = list(spec.argv)
         if argv[0] in {"python", "python3"}:
             argv[0] = python
+        prefix: tuple[str, ...] = ()
         if not spec.network:
-            prefix = no_network_prefix()
-            if prefix is None:
-                raise InfrastructureError(
-                    f"{' '.join(spec.argv[:2])} must run with no network, and this host cannot start a process in a "
-                    "network namespace of its own (util-linux `unshare`, run as root or with unprivileged user "
-                    "namespaces enabled)",
-                    hint=f"install util-linux (Debian: util-linux) or enable user namespaces, or set {RUNNER.name}=docker")
-            argv = [*prefix, *argv]
+            prefix = _no_network_or_raise(spec)
             notes = [*notes, "no network: a network namespace of its own (unshare --net)"]
         spec.output_dir.mkdir(parents=True, exist_ok=True)
         spec.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -263,21 +260,7 @@ class ProcessRunner:
             for line in notes:
                 log.write(f"[repro-audit: {line}]\n".encode())
             log.flush()
-            try:
-                proc = subprocess.Popen(  # noqa: S603 - argv comes from the audited record, by design
-                    argv,
-                    cwd=spec.cwd,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            except (FileNotFoundError, PermissionError) as exc:
-                raise InputUnrecoverable(
-                    f"cannot start entry point {argv[0]!r} in {spec.cwd}: {exc.strerror}",
-                    hint="the recorded code.entrypoint must be runnable from code.subdir",
-                ) from None
+            proc = self._start(spec, prefix, python, argv, env, log)
             follower = LogFollower(spec.log_file)
             try:
                 follower.wait(proc, spec.timeout_s)
@@ -298,15 +281,52 @@ class ProcessRunner:
             log_path=spec.log_file,
             timed_out=timed_out,
             accelerator_s=accelerator_seconds(spec, wall),
+            warm=not isinstance(proc, subprocess.Popen),
         )
 
-    def _stop_group(self, proc: subprocess.Popen) -> None:
+    def _start(self, spec: RunSpec, prefix: tuple[str, ...], python: str, argv: list[str], env: dict[str, str],
+               log: IO[bytes]) -> subprocess.Popen | WarmProcess:
+        """The child: forked from a warm worker where it can be (``auditor.rebuild.warm``), else a fresh process."""
+        if self.warm and argv[0] == python:
+            from auditor.rebuild.warm import shared_pool
+
+            warm = shared_pool().start(prefix, python, argv, spec.cwd, env, spec.log_file, spec.timeout_s)
+            if warm is not None:
+                return warm
+        try:
+            return subprocess.Popen(  # noqa: S603 - argv comes from the audited record, by design
+                [*prefix, *argv],
+                cwd=spec.cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise InputUnrecoverable(
+                f"cannot start entry point {argv[0]!r} in {spec.cwd}: {exc.strerror}",
+                hint="the recorded code.entrypoint must be runnable from code.subdir",
+            ) from None
+
+    def _stop_group(self, proc: subprocess.Popen | WarmProcess) -> None:
         _signal_group(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=self.kill_grace_s)
         except subprocess.TimeoutExpired:
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _no_network_or_raise(spec: RunSpec) -> tuple[str, ...]:
+    prefix = no_network_prefix()
+    if prefix is None:
+        raise InfrastructureError(
+            f"{' '.join(spec.argv[:2])} must run with no network, and this host cannot start a process in a "
+            "network namespace of its own (util-linux `unshare`, run as root or with unprivileged user "
+            "namespaces enabled)",
+            hint=f"install util-linux (Debian: util-linux) or enable user namespaces, or set {RUNNER.name}=docker")
+    return prefix
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -343,7 +363,7 @@ class LogFollower:
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.partial = path, 0, b""
 
-    def wait(self, proc: subprocess.Popen, timeout_s: float | None) -> None:
+    def wait(self, proc: subprocess.Popen | WarmProcess, timeout_s: float | None) -> None:
         """``proc.wait(timeout_s)``, forwarding new lines every half second; raises ``TimeoutExpired`` as it does."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:

@@ -15,6 +15,17 @@ from auditor.errors import InputUnrecoverable
 from auditor.rebuild.runners import ProcessRunner, RunSpec
 
 
+@pytest.fixture(autouse=True, params=["fresh", "warm"])
+def start(request, monkeypatch):
+    """Every test twice: rebuilds started as fresh interpreters, and forked from a warm worker (issue 41). The pool
+    sends a spec whose PYTHONHASHSEED is not pinned to a fresh interpreter (tests/unit/test_warm.py); here it takes
+    every spec, so the same isolation is checked on both paths."""
+    from auditor.rebuild import warm
+
+    monkeypatch.setattr(warm, "_pinned_hash", lambda env: request.param == "warm")
+    return request.param
+
+
 def _alive(pid: int) -> bool:
     """Running and not a zombie (PID 1 here may not reap orphans, so a dead child can linger as Z)."""
     try:

@@ -1,0 +1,165 @@
+"""A rebuild forked from a warm worker sees what a fresh interpreter would (issue 41, build 1): the same probe
+script run both ways reports the same world, and the worker is reused only where that holds."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from auditor.rebuild.runners import ProcessRunner, RunSpec
+
+PROBE = '''
+"""A probe of what the interpreter set up."""
+import atexit, json, os, sys, threading, time
+import numpy
+
+def report(path=os.environ["REPRO_OUTPUT_DIR"] + "/world.json"):
+    import stat
+    world = {
+        "argv": sys.argv, "file": __file__, "name": __name__, "path0": sys.path[0], "cwd": os.getcwd(),
+        "env": dict(os.environ), "own_group": os.getpgid(0) == os.getpid(), "own_session": os.getsid(0) == os.getpid(),
+        "stdin_is_devnull": os.path.samefile("/proc/self/fd/0", os.devnull),
+        "noted": sorted(m for m in ("sklearn.base", "xgboost", "lightgbm", "pandas") if m in sys.modules),
+        "hash": hash("repro"), "main_module_file": sys.modules["__main__"].__file__,
+        "numpy_draw": float(numpy.random.rand()), "thread_joined": done,
+    }
+    open(path, "w").write(json.dumps(world))
+
+done = []
+threading.Thread(target=lambda: (time.sleep(0.3), done.append(1))).start()
+atexit.register(report)
+print("to stdout"); print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+'''
+
+
+def _run(tmp_path: Path, name: str, *, warm: bool, args=("3",), env=None, code=PROBE):
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    (project / "probe.py").write_text(textwrap.dedent(code))
+    spec = RunSpec(argv=["python", "probe.py", *args], cwd=project, output_dir=tmp_path / name,
+                   env={"PYTHONHASHSEED": "123", "OMP_NUM_THREADS": "1", **(env or {})})
+    outcome = ProcessRunner(warm=warm).run(spec)
+    world = tmp_path / name / "world.json"
+    return outcome, (json.loads(world.read_text()) if world.exists() else None)
+
+
+def test_a_warm_rebuild_sees_the_world_a_fresh_interpreter_sees(tmp_path):
+    fresh, fresh_world = _run(tmp_path, "fresh", warm=False)
+    warm, warm_world = _run(tmp_path, "warm", warm=True)
+    again, again_world = _run(tmp_path, "again", warm=True)
+    assert not fresh.warm and warm.warm and again.warm
+    assert fresh.exit_code == warm.exit_code == 3
+    assert "to stdout" in warm.log and "to stderr" in warm.log
+    for world in (fresh_world, warm_world, again_world):
+        world["env"].pop("REPRO_OUTPUT_DIR")
+    different = {key for key in fresh_world if fresh_world[key] != warm_world[key]}
+    assert different == {"numpy_draw"}, {key: (fresh_world[key], warm_world[key]) for key in different}
+    assert warm_world["thread_joined"] == [1] and warm_world["own_session"] and warm_world["stdin_is_devnull"]
+    assert warm_world["argv"] == ["probe.py", "3"] and warm_world["file"] == str(tmp_path / "project" / "probe.py")
+    # an unseeded global generator is drawn afresh in every rebuild, as in every fresh interpreter
+    assert len({fresh_world["numpy_draw"], warm_world["numpy_draw"], again_world["numpy_draw"]}) == 3
+
+
+def test_a_crash_is_told_as_a_fresh_interpreter_tells_it(tmp_path):
+    code = "import os\n\ndef fail():\n    raise ValueError('planted')\n\nfail()\n"
+    fresh, _ = _run(tmp_path, "fresh", warm=False, code=code)
+    warm, _ = _run(tmp_path, "warm", warm=True, code=code)
+    assert fresh.exit_code == warm.exit_code == 1 and warm.warm
+    assert warm.log == fresh.log, (warm.log, fresh.log)  # the traceback starts in the script, frame for frame
+
+
+def test_an_unpinned_hash_seed_or_another_thread_pin_gets_no_shared_worker(tmp_path):
+    """A fork shares its parent's string-hash salt: a rebuild with PYTHONHASHSEED unset runs fresh; a thread pin is
+    read as libraries load, so another pin is another worker."""
+    from auditor.rebuild import warm
+
+    unpinned, world = _run(tmp_path, "unpinned", warm=True, env={"PYTHONHASHSEED": "random"})
+    assert not unpinned.warm and world is not None
+    _run(tmp_path, "one", warm=True)
+    _run(tmp_path, "two", warm=True, env={"OMP_NUM_THREADS": "2"})
+    keys = [dict(key[2]) for key in warm.shared_pool().workers]
+    assert {k.get("OMP_NUM_THREADS") for k in keys} >= {"1", "2"}
+    assert all("REPRO_OUTPUT_DIR" not in k and "HOME" not in k for k in keys)
+
+
+def test_a_timeout_ends_a_warm_rebuild_and_its_children(tmp_path):
+    code = "import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\ntime.sleep(60)\n"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probe.py").write_text(code)
+    spec = RunSpec(argv=["python", "probe.py"], cwd=project, output_dir=tmp_path / "out", env={"PYTHONHASHSEED": "0"},
+                   timeout_s=2)
+    outcome = ProcessRunner(kill_grace_s=0.5).run(spec)
+    assert outcome.warm and outcome.timed_out and outcome.exit_code in (-15, -9)
+
+
+@pytest.mark.parametrize("script, expected", [
+    ('"""doc"""\nfrom __future__ import annotations\nimport os, json\nimport numpy as np\nimport auditor\nx = 1\nimport pandas\n',
+     ["os", "json", "numpy", "auditor", "SDK"]),
+    ('import os\nos.environ["OMP_NUM_THREADS"] = "4"\nimport numpy\nimport auditor\n', ["os"]),
+    ('import numpy\nimport helpers\nimport pandas\n', ["numpy"]),
+    ('import numpy\nfrom . import x\n', ["numpy"]),
+    ('import auditor\nimport os\nos.environ["X"] = "1"\n', ["auditor", "os", "SDK-without-torch"]),
+])
+def test_what_the_worker_imports_first(tmp_path, script, expected):
+    from auditor.rebuild.warm import SDK_PRELOAD, leading_imports
+
+    (tmp_path / "train.py").write_text(script)
+    (tmp_path / "helpers.py").write_text("")
+    sdk = [name for name in SDK_PRELOAD]
+    without_torch = [name for name in SDK_PRELOAD if not name.startswith("torch")]
+    want = [n for e in expected for n in ({"SDK": sdk, "SDK-without-torch": without_torch}.get(e) or [e])]
+    assert leading_imports(tmp_path / "train.py", tmp_path) == want
+
+
+def test_the_sdk_preload_imports_no_library_whose_late_import_the_sdk_notes():
+    """The SDK notes a library imported after a run began (auditor.sdk.consumed); a worker that imported one early
+    would change that note, so the preload must not pull one in."""
+    import subprocess
+    import sys
+
+    from auditor.rebuild.warm import SDK_PRELOAD
+
+    probe = (f"import importlib, sys\nfor m in {list(SDK_PRELOAD)!r}: importlib.import_module(m)\n"
+             "print(sorted(m for m in ('sklearn', 'xgboost', 'lightgbm', 'catboost', 'pandas', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_forked_auditor_gets_workers_of_its_own(tmp_path):
+    """A Celery or Airflow task process is a fork of a process that may already hold workers: their answers go to a
+    reader thread the fork did not copy, so the child must start its own instead of waiting forever."""
+    import os
+
+    first, _ = _run(tmp_path, "parent", warm=True)
+    assert first.warm
+    pid = os.fork()
+    if pid == 0:  # the child: a rebuild of its own, then out without running the parent's test machinery
+        code = 1
+        try:
+            outcome, world = _run(tmp_path, "child", warm=True)
+            code = 0 if outcome.warm and outcome.exit_code == 3 and world is not None else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_worker_whose_imports_hang_is_ended_and_named(tmp_path):
+    from auditor.errors import InfrastructureError
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "slowlib.py").write_text("import time\ntime.sleep(60)\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probe.py").write_text("import slowlib\n")
+    spec = RunSpec(argv=["python", "probe.py"], cwd=project, output_dir=tmp_path / "out", timeout_s=2,
+                   env={"PYTHONHASHSEED": "0", "PYTHONPATH": str(lib)})
+    with pytest.raises(InfrastructureError, match="slowlib.*took over 2 s") as caught:
+        ProcessRunner().run(spec)
+    assert "REPRO_WARM_REBUILD=false" in caught.value.hint
