@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from auditor.rebuild import warm as warm_module
 from auditor.rebuild.runners import ProcessRunner, RunSpec
+
+PINNED_HASH = warm_module._pinned_hash  # the rule itself, whatever REPRO_TEST_WARM_ALL makes of it
 
 PROBE = '''
 """A probe of what the interpreter set up."""
@@ -72,10 +75,12 @@ def test_a_crash_is_told_as_a_fresh_interpreter_tells_it(tmp_path):
     assert warm.log == fresh.log, (warm.log, fresh.log)  # the traceback starts in the script, frame for frame
 
 
-def test_an_unpinned_hash_seed_or_another_thread_pin_gets_no_shared_worker(tmp_path):
+def test_an_unpinned_hash_seed_or_another_thread_pin_gets_no_shared_worker(tmp_path, monkeypatch):
     """A fork shares its parent's string-hash salt: a rebuild with PYTHONHASHSEED unset runs fresh; a thread pin is
     read as libraries load, so another pin is another worker."""
     from auditor.rebuild import warm
+
+    monkeypatch.setattr(warm, "_pinned_hash", PINNED_HASH)
 
     unpinned, world = _run(tmp_path, "unpinned", warm=True, env={"PYTHONHASHSEED": "random"})
     assert not unpinned.warm and world is not None
