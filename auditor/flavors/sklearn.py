@@ -25,6 +25,9 @@ from auditor.errors import InputUnrecoverable, MalformedRecord
 from auditor.flavors.base import Normal
 from auditor.flavors.forest import Forest
 
+#: what reading a model needs, imported ahead by ``auditor.flavors.prefetch`` while a rebuild runs
+HEAVY_IMPORTS = ("skops.io",)
+
 NAME = "sklearn"
 
 #: types every skops file holds besides the estimators (containers and numpy's own), which skops trusts by default

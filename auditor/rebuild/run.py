@@ -139,23 +139,23 @@ def run_recipe(
     replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``). A pickle is never
     handed to a rebuild to evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
+    from auditor.flavors import prefetch
     from auditor.flavors.unsafe import refuse_unsafe
     from auditor.judge.weights import sha256_file
 
     if evaluate is not None:
         refuse_unsafe(evaluate)
     output_dir.mkdir(parents=True, exist_ok=False)
-    extra = _segment_env(output_dir, resume, stop_step)
     env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train,
                          force_deterministic=force_deterministic),
-           **extra, "HOME": str(_home(workspace))}
+           **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s)
+    flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
+    prefetch(flavor)  # the model's reading libraries, imported while the run runs
     outcome = runner.run(spec)
     if not outcome.ok:
         raise _crashed(spec, outcome)
     metrics = _read_metrics(output_dir, outcome)
-    artifact = record.outputs.model()
-    flavor = artifact.flavor if artifact is not None else None
     weights = output_dir / model_file(flavor)
     own_record = _own_record(output_dir)
     sha = sha256_file(weights) if weights.exists() else None
