@@ -168,3 +168,22 @@ def test_a_worker_whose_imports_hang_is_ended_and_named(tmp_path):
     with pytest.raises(InfrastructureError, match="slowlib.*took over 2 s") as caught:
         ProcessRunner().run(spec)
     assert "REPRO_WARM_REBUILD=false" in caught.value.hint
+
+
+def test_rebuilds_run_side_by_side_from_one_worker(tmp_path):
+    """Calibration reruns run side by side (REPRO_RERUN_WORKERS): one worker forks them all, each reported apart."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probe.py").write_text("import sys, time\ntime.sleep(0.5)\nprint('run', sys.argv[1])\nsys.exit(int(sys.argv[1]))\n")
+
+    def one(code: int):
+        spec = RunSpec(argv=["python", "probe.py", str(code)], cwd=project, output_dir=tmp_path / f"out{code}",
+                       env={"PYTHONHASHSEED": "0"})
+        return ProcessRunner().run(spec)
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(one, range(4)))
+    assert [o.exit_code for o in outcomes] == [0, 1, 2, 3]
+    assert all(o.warm and o.log.strip() == f"run {i}" for i, o in enumerate(outcomes))
