@@ -127,17 +127,17 @@ def run_recipe(
     seed: int | None = None,
     evaluate: Path | None = None,
     then_train: bool = False,
-    resume: Path | None = None,
-    stop_step: int | None = None,
-    force_deterministic: bool = False,
+    resume: Path | None = None, stop_step: int | None = None,
+    force_deterministic: bool = False, fresh: bool = False,
 ) -> RunResult:
     """Run ``record``'s entrypoint once in ``workspace`` (under ``seed``, or evaluating ``evaluate``; with
     ``force_deterministic``, execution made deterministic: ``contract.rebuild_env``).
 
     ``then_train``: evaluate ``evaluate`` in a child the script's process forks, then train in that
     process (one interpreter for both: ``RunResult.evaluation``). ``resume``/``stop_step``: a segment
-    replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``). A pickle is never
-    handed to a rebuild to evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
+    replay, from that checkpoint (None: from the seed) to that step (``RunResult.checkpoint``). ``fresh``: a fresh
+    interpreter, never a fork of a warm worker (``RunSpec.fresh``). A pickle is never handed to a rebuild to
+    evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
     from auditor.flavors import prefetch
     from auditor.flavors.unsafe import refuse_unsafe
@@ -149,7 +149,7 @@ def run_recipe(
     env = {**rebuild_env(record, seed=seed, evaluate=str(Path(evaluate).resolve()) if evaluate else None, then_train=then_train,
                          force_deterministic=force_deterministic),
            **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
-    spec = _run_spec(record, workspace, output_dir, env, timeout_s)
+    spec = _run_spec(record, workspace, output_dir, env, timeout_s, fresh)
     flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
     prefetch(flavor)  # the model's reading libraries, imported while the run runs
     outcome = runner.run(spec)
@@ -205,7 +205,8 @@ def _segment_env(output_dir: Path, resume: Path | None, stop_step: int | None) -
     return extra
 
 
-def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: dict[str, str], timeout_s: float) -> RunSpec:
+def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: dict[str, str], timeout_s: float,
+              fresh: bool) -> RunSpec:
     """What the runner runs: the recorded entrypoint in the workspace, in the recorded image and accelerator."""
     from auditor.rebuild.runners import AcceleratorRequest, ImageRef, RunSpec
 
@@ -222,6 +223,7 @@ def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: di
         accelerator=AcceleratorRequest.from_environment(environment) if environment else None,
         log_path=output_dir.with_name(output_dir.name + ".log"),
         environment=environment,
+        fresh=fresh,
     )
 
 

@@ -107,6 +107,11 @@ class RunSpec:
     # (util-linux `unshare`; loopback down too) and refuses to run it where that cannot be made; the Docker
     # runner always runs with network_mode="none".
     network: bool = True
+    # True: a fresh interpreter, never a fork of a warm worker (auditor.rebuild.warm). For the runs that measure a
+    # process's own noise (same-seed reruns, the deterministic reruns that verify a noise claim): forks of one worker
+    # share its heap layout, so what varies with addresses between fresh processes (the order of a set of objects,
+    # an array's alignment) would agree among them and the floor would come out narrower than the training's
+    fresh: bool = False
 
     @property
     def log_file(self) -> Path:
@@ -287,7 +292,7 @@ class ProcessRunner:
     def _start(self, spec: RunSpec, prefix: tuple[str, ...], python: str, argv: list[str], env: dict[str, str],
                log: IO[bytes]) -> subprocess.Popen | WarmProcess:
         """The child: forked from a warm worker where it can be (``auditor.rebuild.warm``), else a fresh process."""
-        if self.warm and argv[0] == python:
+        if self.warm and not spec.fresh and argv[0] == python:
             from auditor.rebuild.warm import shared_pool
 
             warm = shared_pool().start(prefix, python, argv, spec.cwd, env, spec.log_file, spec.timeout_s)

@@ -177,7 +177,9 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     for i in range(len(runs), reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
         log.info("audit %s: rebuild %d/%d", a.info.ref, i + 1, reruns)
-        runs.append(rebuild_once(a, workspace, a.tmp / (f"rebuild-{i}" + ("-train" if i == 0 and a.weights is not None else "")), timeout))
+        # fresh interpreters: the spread among same-seed rebuilds must be fresh processes' (RunSpec.fresh)
+        runs.append(rebuild_once(a, workspace, a.tmp / (f"rebuild-{i}" + ("-train" if i == 0 and a.weights is not None else "")), timeout,
+                                 fresh=reruns > 1))
     a.log_tail = runs[-1].log_tail
     # the rebuild's own time: what re-running the recipe costs, without the evaluation it hosted
     a.timings.rebuild_s = round(sum(r.wall_s for r in runs) - hosted, 3)

@@ -183,7 +183,7 @@ def _rerun(session: Any, info: Any, record: Any, diff: str | None, run_with: Any
         def same_run(i: int) -> RunResult:
             progress(f"same-seed rerun {i + 1}/{same_seed} (seed {record.seeds.seed})")
             log.info("calibrate %s: same-seed rerun %d/%d (seed %s)", info.ref, i + 1, same_seed, record.seeds.seed)
-            return run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout)
+            return run_recipe(record, workspace, run_with, tmp / f"same-{i}", timeout_s=timeout, fresh=True)
 
         same = in_parallel(same_run, range(same_seed), workers)
         floor = judge_same_seed(session, info, record, same, lambda: workspace, run_with, tmp, progress)

@@ -79,8 +79,8 @@ def rerun(session: Any, planned: CalibrationPlan, item: PlannedRerun, progress: 
         workspace = session.prepare(record, diff, tmp / "workspace")
         run_with = session.runner(planned.runner)
         cpu = children_cpu_s()
-        run = run_recipe(record, workspace, run_with, tmp / "out",
-                         timeout_s=session.settings.rebuild_timeout_s, seed=item.seed if item.kind == "varied" else None)
+        run = run_recipe(record, workspace, run_with, tmp / "out", timeout_s=session.settings.rebuild_timeout_s,
+                         seed=item.seed if item.kind == "varied" else None, fresh=item.kind != "varied")
         after = children_cpu_s()  # a container's CPU is the engine's: not counted (``steps.reruns.cost``)
         spent = round(after - cpu, 3) if None not in (cpu, after) and _runner_name(run_with) == "process" else None
         decided = rerun_decisions(run) if item.kind == "varied" else None

@@ -54,7 +54,7 @@ def verify(ref: str, record: Any, workspace: Any, runner: Any, scratch: Path, *,
         log.info("calibrate %s: deterministic rerun %d/%d (verifying the claimed noise source)", ref, i + 1, VERIFY_RERUNS)
         try:
             runs.append(run_recipe(record, workspace, runner, scratch / f"deterministic-{i}", timeout_s=timeout_s,
-                                   force_deterministic=True))
+                                   force_deterministic=True, fresh=True))
         except RecipeCrashed as exc:
             tail = (getattr(exc, "log_tail", "") or "").strip().splitlines()[-1:] or [str(exc)]
             raise Findings(f"calibration of {ref} stopped and stored no band: the same-seed reruns differ and the record "

@@ -187,3 +187,13 @@ def test_rebuilds_run_side_by_side_from_one_worker(tmp_path):
         outcomes = list(pool.map(one, range(4)))
     assert [o.exit_code for o in outcomes] == [0, 1, 2, 3]
     assert all(o.warm and o.log.strip() == f"run {i}" for i, o in enumerate(outcomes))
+
+
+def test_a_spec_that_asks_for_a_fresh_interpreter_gets_one(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "probe.py").write_text("print('ran')\n")
+    spec = RunSpec(argv=["python", "probe.py"], cwd=project, output_dir=tmp_path / "out", env={"PYTHONHASHSEED": "0"},
+                   fresh=True)
+    outcome = ProcessRunner().run(spec)
+    assert outcome.ok and not outcome.warm and outcome.log == "ran\n"

@@ -255,3 +255,23 @@ def test_a_consumed_difference_blocks_only_a_rebuild_whose_weights_differ(tmp_pa
         assert "changed nothing in the model" in unknown.message
     else:
         assert unknown.blocking and "REPRODUCED" not in result.verdict.value, result.verdict
+
+
+def test_same_seed_reruns_ask_for_fresh_interpreters_and_seed_varied_ones_may_be_forked(world):
+    """The same-seed floor measures a fresh process's own noise; forks of one warm worker share its heap layout, so
+    those reruns ask for a fresh interpreter (RunSpec.fresh). The seed-varied ones, spread by their seeds, need not."""
+    session, refs, runner, _ = world
+    specs = []
+    inner = runner.run
+
+    def recorded(spec):
+        specs.append(spec)
+        return inner(spec)
+
+    runner.run = recorded
+    session.calibrate(refs["twin"], reruns=5)
+    recorded_seed = str(registration(list(QUALITY).index("twin"), "twin")[0].seeds.seed)
+    same = [s for s in specs if s.env[ENV_SEED] == recorded_seed]
+    varied = [s for s in specs if s.env[ENV_SEED] != recorded_seed]
+    assert same and varied
+    assert all(s.fresh for s in same) and not any(s.fresh for s in varied)
