@@ -123,7 +123,7 @@ def is_rebuild(env: Mapping[str, str]) -> bool:
 #: what the runner sets for one run only, read by the SDK as the run begins and by no library as it is imported: the
 #: variables a warm rebuild worker (``auditor.rebuild.warm``) may differ in from the rebuilds it forks
 RUN_TIME_VARS = (ENV_OUTPUT_DIR, ENV_CONFIG, ENV_SEED, ENV_EVALUATE_WEIGHTS, ENV_EVALUATE_THEN_TRAIN, ENV_RESUME_CHECKPOINT,
-                 ENV_STOP_STEP, "HOME")
+                 ENV_STOP_STEP)  # not HOME: a library may keep a path under it from its import (matplotlib's config)
 
 
 def is_run_time_var(name: str) -> bool:

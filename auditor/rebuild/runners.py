@@ -295,7 +295,8 @@ class ProcessRunner:
         if self.warm and not spec.fresh and argv[0] == python:
             from auditor.rebuild.warm import shared_pool
 
-            warm = shared_pool().start(prefix, python, argv, spec.cwd, env, spec.log_file, spec.timeout_s)
+            local = spec.environment.local_packages if spec.environment is not None else ()
+            warm = shared_pool().start(prefix, python, argv, spec.cwd, env, spec.log_file, spec.timeout_s, local)
             if warm is not None:
                 return warm
         try:

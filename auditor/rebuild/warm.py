@@ -30,37 +30,54 @@ from __future__ import annotations
 import ast
 import atexit
 import json
+import logging
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from auditor.contract import is_run_time_var
-from auditor.errors import InfrastructureError
-from auditor.settings import WARM_REBUILD
+from auditor.contract import ENV_SEED, is_run_time_var
+
+logger = logging.getLogger(__name__)
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
-#: the SDK's modules a run imports as it begins, and torch with what ``torch.use_deterministic_algorithms`` loads
-#: (the SDK's seeding imports torch wherever it is installed); none of them imports a library whose import the SDK
-#: notes (tests/unit/test_warm.py)
+#: the SDK's modules a run imports as it begins; none of them imports a library whose import the SDK notes
+#: (tests/integration/test_warm_rebuild.py)
 SDK_PRELOAD = ("auditor.sdk.run", "auditor.sdk.capture", "auditor.sdk.consumed", "auditor.sdk.forms", "auditor.sdk.models",
-               "auditor.lineage.gather", "auditor.seeds", "auditor.flavors.predictions", "torch", "torch._inductor.config")
+               "auditor.lineage.gather", "auditor.seeds", "auditor.flavors.predictions")
+#: what the SDK's seeding imports where torch is installed, when the run has a seed: torch, and the module its
+#: deterministic switch (``torch.use_deterministic_algorithms``) loads
+SEEDING_PRELOAD = ("torch", "torch._inductor.config")
 MAX_WORKERS = 2  # warm workers kept per process (each holds its imports' memory); the least recently used goes first
+START_LIMIT_S = 600.0  # the longest a worker may take to import before its rebuild starts fresh instead
 
 
-def leading_imports(script: Path, project: Path) -> list[str]:
+@dataclass(frozen=True)
+class Preload:
+    """What a worker imports: the SDK's modules (as they are), then libraries (where installed, ``zygote._installed``)."""
+
+    sdk: tuple[str, ...] = ()
+    libraries: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        return [*self.sdk, *self.libraries]
+
+
+def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: Collection[str] = ()) -> Preload:
     """The modules ``script`` imports before its first other statement (a docstring and ``__future__`` aside),
-    stopping at one of the project's own; then ``SDK_PRELOAD`` when ``auditor`` is among them (see the module doc)."""
+    stopping at one of the project's own or a ``local`` package's (recorded ``environment.local_packages``); with
+    ``auditor`` among them, ``SDK_PRELOAD``, and ``SEEDING_PRELOAD`` when the run is ``seeded`` and the script never
+    touches ``os.environ`` (see the module doc)."""
     try:
         source = script.read_text(encoding="utf-8")
         tree = ast.parse(source)
     except (OSError, SyntaxError, ValueError):
-        return []
+        return Preload()
     names: list[str] = []
+    own = {_normal(name) for name in local}
     for node in tree.body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             continue
@@ -68,17 +85,28 @@ def leading_imports(script: Path, project: Path) -> list[str]:
             continue
         found = [a.name for a in node.names] if isinstance(node, ast.Import) else (
             [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else None)
-        if found is None or any(_is_local(name, project, script.parent) for name in found):
+        if found is None or any(_is_local(name, project, script.parent) or _normal(name.split(".")[0]) in own for name in found):
             break
         names += [name for name in found if name not in names]
-    if any(name.split(".")[0] == "auditor" for name in names):
-        names += [name for name in SDK_PRELOAD if not name.startswith("torch") or "environ" not in source and "putenv" not in source]
-    return names
+    sdk = [name for name in names if name.split(".")[0] == "auditor"]
+    if sdk:
+        sdk += [name for name in SDK_PRELOAD if name not in sdk]
+        if seeded and "environ" not in source and "putenv" not in source:
+            names += [name for name in SEEDING_PRELOAD if name not in names]
+    return Preload(sdk=tuple(sdk), libraries=tuple(name for name in names if name not in sdk))
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("-", "_").replace(".", "_")
 
 
 def _is_local(name: str, *folders: Path) -> bool:
     top = name.split(".")[0]
     return any((folder / top).is_dir() or (folder / f"{top}.py").exists() for folder in folders)
+
+
+class Cold(Exception):  # noqa: N818 - a reason, not a failure: the rebuild starts as a fresh interpreter instead
+    """This rebuild cannot be forked from a worker (it is retiring, gone, unsafe, or could not fork)."""
 
 
 class WarmProcess:
@@ -102,44 +130,56 @@ class WarmProcess:
 class Worker:
     """One warm worker process and the thread that reads its answers."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], modules: Sequence[str]) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="repro-warm-"))
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, preload: Preload) -> None:
         self.process = subprocess.Popen(  # noqa: S603 - our own worker, under the rebuild's interpreter
-            [*argv, str(ZYGOTE), json.dumps(list(modules))], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, env={**env, "HOME": str(self.home)}, cwd=self.home, start_new_session=True)
+            [*argv, str(ZYGOTE), json.dumps({"sdk": list(preload.sdk), "libraries": list(preload.libraries)})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=dict(env), cwd=cwd,
+            start_new_session=True)
+        # the pipes as bare descriptors: a file object's lock, held by the reader thread at a fork of this process,
+        # would stay held in the child and hang its closing (or abort its interpreter's shutdown)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.fds = (os.dup(self.process.stdin.fileno()), os.dup(self.process.stdout.fileno()))
+        self.process.stdin.close()
+        self.process.stdout.close()
+        self.input_open = True
         self.lock, self.changed = threading.Lock(), threading.Condition()
-        self.pids: dict[int, int] = {}
+        self.pids: dict[int, int | str] = {}
         self.exits: dict[int, int] = {}
-        self.failed: list[str] | None = None
-        self.modules = list(modules)
-        self.alive, self.next_id = True, 0
+        self.ready: dict | None = None  # {"failed": [...], "unsafe": why or None} once the imports are done
+        self.preload, self.alive, self.next_id, self.leases = preload, True, 0, 0
         threading.Thread(target=self._read, name="repro-warm-worker", daemon=True).start()
 
-    def fork(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path, timeout_s: float) -> WarmProcess:
-        """Start one rebuild; ``InfrastructureError`` when the worker is gone or has not started it in ``timeout_s``
-        (its imports hang: it is ended)."""
+    def fork(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path, start_limit_s: float) -> WarmProcess:
+        """Start one rebuild; ``Cold`` where it must start fresh instead: the worker is retiring or gone, its imports
+        made forking unsafe or took over ``start_limit_s`` (it is ended), or the fork failed."""
+        with self.changed:
+            if not self.changed.wait_for(lambda: self.ready is not None or not self.alive, start_limit_s):
+                self.process.kill()
+                raise Cold(f"its imports ({', '.join(self.preload.names())}) took over {start_limit_s:.0f} s")
+            if self.ready is None or self.ready.get("unsafe"):
+                raise Cold((self.ready or {}).get("unsafe") or "the worker ended as it imported")
         with self.lock:
             self.next_id += 1
             request = self.next_id
             line = json.dumps({"id": request, "argv": list(argv), "cwd": str(cwd), "env": dict(env), "log": str(log)})
+            data = memoryview(line.encode() + b"\n")
             try:
-                assert self.process.stdin is not None
-                self.process.stdin.write(line.encode() + b"\n")
-                self.process.stdin.flush()
-            except (OSError, ValueError) as exc:
-                self.alive = False
-                raise InfrastructureError(f"the warm rebuild worker is gone ({exc})") from None
+                if not self.input_open:
+                    raise OSError("retired")
+                while data:
+                    data = data[os.write(self.fds[0], data):]
+            except OSError as exc:  # retired by the pool meanwhile, or gone
+                raise Cold(f"the worker is retiring ({exc})") from None
         with self.changed:
-            self.changed.wait_for(lambda: request in self.pids or not self.alive, timeout_s)
-            if request not in self.pids:
-                self.process.kill()
-                raise InfrastructureError(
-                    f"the warm rebuild worker did not start the rebuild (its imports of {', '.join(self.modules) or 'nothing'} "
-                    f"{'ended it' if not self.alive else f'took over {timeout_s:.0f} s'})",
-                    hint=f"{WARM_REBUILD.name}=false starts every rebuild as a fresh interpreter")
-            return WarmProcess(self, self.pids.pop(request))
+            self.changed.wait_for(lambda: request in self.pids or not self.alive)
+            pid = self.pids.pop(request, None)
+        if not isinstance(pid, int):
+            raise Cold(f"the worker could not fork: {pid or 'it ended'}")
+        return WarmProcess(self, pid)
 
     def wait_exit(self, pid: int, timeout: float | None) -> bool:
+        from auditor.errors import InfrastructureError
+
         with self.changed:
             done = self.changed.wait_for(lambda: pid in self.exits or not self.alive, timeout)
             if done and pid not in self.exits:
@@ -147,31 +187,29 @@ class Worker:
             return bool(done)
 
     def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
+        for raw in _lines(self.fds[1]):
             message = json.loads(raw)
             with self.changed:
                 if "ready" in message:
-                    self.failed = message["failed"]
+                    self.ready = message
                 elif "id" in message:
-                    self.pids[message["id"]] = message["pid"]
+                    self.pids[message["id"]] = message.get("pid") or str(message.get("error"))
                 else:
                     self.exits[message["pid"]] = message["status"]
+                    _count_cpu(message.get("cpu_s") or 0.0)
                 self.changed.notify_all()
         with self.changed:
             self.alive = False
             self.changed.notify_all()
+        os.close(self.fds[1])
         self.process.wait()
-        shutil.rmtree(self.home, ignore_errors=True)
 
     def retire(self) -> None:
         """End of input: the worker reports the children still running, then exits (its answers are still read)."""
         with self.lock:
-            try:
-                if self.process.stdin is not None:
-                    self.process.stdin.close()
-            except OSError:
-                pass
+            if self.input_open:
+                self.input_open = False
+                os.close(self.fds[0])
 
     def close(self, timeout_s: float = 5.0) -> None:
         """Retire and wait for the worker's end (killed after ``timeout_s``: the process is exiting)."""
@@ -182,6 +220,15 @@ class Worker:
             self.process.kill()
 
 
+def _lines(fd: int):
+    """The lines read from ``fd`` until its end."""
+    buffered = b""
+    while chunk := os.read(fd, 1 << 16):
+        buffered += chunk
+        *lines, buffered = buffered.split(b"\n")
+        yield from lines
+
+
 class WarmPool:
     """The warm workers of one process, by key (see the module doc); at most ``MAX_WORKERS``, least recently used out."""
 
@@ -190,36 +237,66 @@ class WarmPool:
         self.lock = threading.Lock()
 
     def start(self, prefix: Sequence[str], python: str, argv: Sequence[str], cwd: Path, env: Mapping[str, str],
-              log: Path, timeout_s: float) -> WarmProcess | None:
-        """Fork ``argv`` (``[python, SCRIPT|-m MODULE, ...]``) from a warm worker; None where it must run cold."""
+              log: Path, timeout_s: float, local: Collection[str] = ()) -> WarmProcess | None:
+        """Fork ``argv`` (``[python, SCRIPT|-m MODULE, ...]``) from a warm worker; None where it must start fresh."""
         if not hasattr(os, "fork") or not _pinned_hash(env) or len(argv) < 2:
             return None
         if argv[1] == "-m" and len(argv) >= 3:
-            modules: list[str] = []
+            preload = Preload()
         elif argv[1].startswith("-") or not argv[1].endswith(".py") or not (cwd / argv[1]).is_file():
             return None
         else:
-            modules = leading_imports(cwd / argv[1], cwd)
+            preload = leading_imports(cwd / argv[1], cwd, seeded=bool(env.get(ENV_SEED)), local=local)
         import_env = {name: value for name, value in env.items() if not is_run_time_var(name)}
-        key = (tuple(prefix), python, tuple(sorted(import_env.items())), tuple(modules))
-        return self._worker(key, [*prefix, python], import_env, modules).fork(argv[1:], cwd, env, log, timeout_s)
+        key = (tuple(prefix), python, str(cwd), tuple(sorted(import_env.items())), preload)
+        worker = self._worker(key, [*prefix, python], import_env, cwd, preload)
+        try:
+            return worker.fork(argv[1:], cwd, env, log, min(timeout_s, START_LIMIT_S))
+        except Cold as why:
+            logger.info("rebuild %s starts as a fresh interpreter: %s", argv[1], why)
+            return None
+        finally:
+            with self.lock:
+                worker.leases -= 1
+                self._trim()
 
-    def _worker(self, key: tuple, argv: list[str], env: Mapping[str, str], modules: Sequence[str]) -> Worker:
+    def _worker(self, key: tuple, argv: list[str], env: Mapping[str, str], cwd: Path, preload: Preload) -> Worker:
         with self.lock:
             worker = self.workers.get(key)
-            if worker is not None and worker.alive:
-                self.workers.move_to_end(key)
-                return worker
-            self.workers[key] = worker = Worker(argv, env, modules)
-            while len(self.workers) > MAX_WORKERS:
-                self.workers.popitem(last=False)[1].retire()
+            if worker is None or not worker.alive:
+                self.workers[key] = worker = Worker(argv, env, cwd, preload)
+            self.workers.move_to_end(key)
+            worker.leases += 1
+            self._trim()
             return worker
+
+    def _trim(self) -> None:
+        """Retire the least recently used workers beyond ``MAX_WORKERS`` that no caller is about to fork from."""
+        idle = [key for key, worker in self.workers.items() if worker.leases == 0]
+        for key in idle[: max(0, len(self.workers) - MAX_WORKERS)]:
+            self.workers.pop(key).retire()
 
     def close(self) -> None:
         with self.lock:
             workers, self.workers = list(self.workers.values()), OrderedDict()
         for worker in workers:
             worker.close()
+
+
+_CPU_S = [0.0]  # CPU seconds of every warm rebuild this process has seen end (they are the workers' children)
+_CPU_LOCK = threading.Lock()
+
+
+def _count_cpu(seconds: float) -> None:
+    with _CPU_LOCK:
+        _CPU_S[0] += seconds
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of the warm rebuilds that have ended: ``resource.RUSAGE_CHILDREN`` does not see
+    them (their parent is the worker), so ``auditor.steps.reruns.children_cpu_s`` adds this."""
+    with _CPU_LOCK:
+        return _CPU_S[0]
 
 
 def _pinned_hash(env: Mapping[str, str]) -> bool:
@@ -247,9 +324,17 @@ def _close_at_exit() -> None:
 
 def _forget_in_child() -> None:
     """A forked auditor (a Celery or Airflow task process) starts a pool of its own: the workers it inherited answer
-    a reader thread that the fork did not copy."""
+    a reader thread that the fork did not copy. Its copies of their pipes are closed, so that a worker still sees its
+    input end when the auditor that started it retires it."""
     global _POOL
-    _POOL = None
+    inherited, _POOL = _POOL, None
+    for worker in inherited.workers.values() if inherited is not None else ():
+        worker.input_open = False
+        for fd in worker.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 os.register_at_fork(after_in_child=_forget_in_child)

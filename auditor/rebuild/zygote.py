@@ -1,22 +1,26 @@
 """The warm worker: a fork server that has imported a rebuild's libraries once and forks each rebuild from there.
 
-Run by :mod:`auditor.rebuild.warm` as ``python zygote.py MODULES_JSON`` under the interpreter, environment and
-network namespace of the rebuilds it serves; **standard library only**, because that interpreter may be a
-reconstructed environment without the auditor in it. It imports the modules it is given (a failure is left for
-the rebuild to meet again), freezes the garbage collector's view of them (so the pages stay shared), then reads one
-request per line on fd 0 and answers on fd 1, JSON both ways:
+Run by :mod:`auditor.rebuild.warm` as ``python zygote.py PRELOAD_JSON`` under the interpreter, environment, HOME,
+working directory and network namespace of the rebuilds it serves; **standard library only**, because that
+interpreter may be a reconstructed environment without the auditor in it. ``PRELOAD_JSON`` is
+``{"sdk": [...], "libraries": [...]}``: the SDK's modules are imported as given; a library only where it is
+installed under this interpreter's own folders (``sysconfig``), never a module of the project or an editable
+install, whose code could read a run's variables as it is imported. A failure is left for the rebuild to meet again.
+It then freezes the garbage collector's view of what it imported (the pages stay shared), says whether forking is
+safe (no Python thread but this one, CUDA not initialised) and reads one request per line on fd 0, answering on
+fd 1, JSON both ways:
 
-* ``{"id": N, "argv": [...], "cwd": ..., "env": {...}, "log": PATH}`` → ``{"id": N, "pid": PID}`` at once, and
-  ``{"pid": PID, "status": CODE}`` when that rebuild ends (``CODE`` negative: the signal that ended it, as
-  ``subprocess`` says it).
+* ``{"id": N, "argv": [...], "cwd": ..., "env": {...}, "log": PATH}`` → ``{"id": N, "pid": PID}`` at once (or
+  ``{"id": N, "error": ...}`` when the fork fails), and ``{"pid": PID, "status": CODE, "cpu_s": S}`` when that
+  rebuild ends (``CODE`` negative: the signal that ended it, as ``subprocess`` says it; ``S`` its CPU seconds).
 
 Each rebuild is a forked child made to look like a fresh ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``):
 a session of its own (the runner ends its whole process group on a timeout), stdout and stderr appended to the log,
-stdin from ``/dev/null``, the working directory, ``os.environ`` replaced by the request's, ``sys.argv`` and
-``sys.path[0]`` as the interpreter sets them, NumPy's legacy global generator drawn afresh from the OS (``random``
-reseeds itself after a fork); at its end non-daemon threads are joined, ``atexit`` handlers run and the streams
-flushed, as an interpreter's shutdown does. End of input (the auditor gone or done) ends the worker once its
-children have been reported.
+stdin from ``/dev/null``, the working directory, ``os.environ`` replaced by the request's, ``sys.argv``,
+``__main__`` and ``sys.path[0]`` as the interpreter sets them, NumPy's legacy global generator drawn afresh from
+the OS (``random`` reseeds itself after a fork); it ends through the interpreter's own shutdown (threads joined,
+``atexit`` handlers run, modules cleared so that files left open are flushed and closed). End of input (the
+auditor gone or done) ends the worker once its children have been reported.
 """
 
 from __future__ import annotations
@@ -30,30 +34,74 @@ import sys
 POLL_S = 0.05  # how often a running child's end is looked for while no request arrives
 
 
+class _Become(BaseException):
+    """Raised in a forked child to leave the worker's loop: the child then runs the rebuild from ``main``'s frame."""
+
+    def __init__(self, request: dict) -> None:
+        self.request = request
+
+
 def main() -> None:
     sys.path.pop(0)  # this file's folder is no part of a rebuild's import path
     requests, answers = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # what an import prints goes nowhere, never into the answers
-    failed = preload(json.loads(sys.argv[1]) if len(sys.argv) > 1 else [])
-    _answer(answers, {"ready": True, "failed": failed})
-    serve(requests, answers)
+    os.close(devnull)
+    asked = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    failed = preload(asked.get("sdk", []), asked.get("libraries", []))
+    _answer(answers, {"ready": True, "failed": failed, "unsafe": _unsafe()})
+    try:
+        serve(requests, answers)
+        return
+    except _Become as child:
+        request = child.request  # out of the handler before the script runs: its errors have no context of ours
+    sys.exit(_become(request))  # the interpreter's own shutdown ends the rebuild
 
 
-def preload(modules: list[str]) -> list[str]:
-    """Import ``modules`` in order; the names that failed (the rebuild meets the same failure itself)."""
+def preload(sdk: list[str], libraries: list[str]) -> list[str]:
+    """Import the SDK's modules and the installed ``libraries``; the names that failed or were left out."""
     import gc
 
     failed = []
-    for name in modules:
+    for name in sdk + libraries:
         try:
-            importlib.import_module(name)
+            if name in sdk or _installed(name):
+                importlib.import_module(name)
+            else:
+                failed.append(name)
         except BaseException:  # noqa: BLE001 - any failure is the rebuild's to meet, not the worker's
             failed.append(name)
     gc.collect()
     gc.freeze()  # the imported objects are never collected in a child: their pages stay shared with this process
     return failed
+
+
+def _installed(name: str) -> bool:
+    """Whether ``name``'s top-level package lives in this interpreter's own folders (not a project's, not editable)."""
+    import importlib.util
+    import sysconfig
+
+    spec = importlib.util.find_spec(name.split(".")[0])
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    where = [os.path.realpath(p) for p in (spec.submodule_search_locations or [spec.origin or ""])]
+    roots = {os.path.realpath(sysconfig.get_paths()[key]) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return bool(where) and all(any(w == r or w.startswith(r + os.sep) for r in roots) for w in where)
+
+
+def _unsafe() -> str | None:
+    """Why a fork of this process would not be a clean process, or None."""
+    import threading
+
+    if threading.active_count() > 1:
+        return f"{threading.active_count() - 1} Python thread(s) started by an import"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "CUDA initialised by an import"
+    return None
 
 
 def serve(requests: int, answers: int) -> None:
@@ -70,7 +118,11 @@ def serve(requests: int, answers: int) -> None:
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
                 request = json.loads(line)
-                pid = _fork(request, requests, answers)
+                try:
+                    pid = _fork(request, requests, answers)
+                except OSError as exc:  # no memory or process slot for a fork: the runner starts it fresh
+                    _answer(answers, {"id": request["id"], "error": str(exc)})
+                    continue
                 running.add(pid)
                 _answer(answers, {"id": request["id"], "pid": pid})
         _reap(running, answers, block=False)
@@ -78,12 +130,13 @@ def serve(requests: int, answers: int) -> None:
 
 def _reap(running: set[int], answers: int, *, block: bool) -> None:
     while running:
-        pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        pid, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
         if pid == 0:
             return
         if pid in running:
             running.discard(pid)
-            _answer(answers, {"pid": pid, "status": os.waitstatus_to_exitcode(status)})
+            cpu = round(usage.ru_utime + usage.ru_stime, 3)
+            _answer(answers, {"pid": pid, "status": os.waitstatus_to_exitcode(status), "cpu_s": cpu})
         if block:
             return
 
@@ -96,39 +149,48 @@ def _fork(request: dict, requests: int, answers: int) -> int:
     pid = os.fork()
     if pid:
         return pid
-    code = 70
     try:
         os.close(requests)
         os.close(answers)
-        code = _become(request)
-    finally:
-        os._exit(code)
+    except BaseException:  # noqa: BLE001 - a child must never return into the worker's loop
+        os._exit(70)
+    raise _Become(request)
 
 
 def _become(request: dict) -> int:
-    """This process as the rebuild: set up like a fresh interpreter, run the entry point, shut down like one."""
-    os.setsid()
-    log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()  # a fresh interpreter draws the legacy global generator from the OS; a fork would share it
-    return _shutdown(_run(request["argv"]))
+    """This process as the rebuild: set up like a fresh interpreter, then the entry point; its exit code."""
+    try:
+        os.setsid()
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed()  # a fresh interpreter draws the legacy global generator from the OS; a fork would share it
+    except BaseException:  # noqa: BLE001 - said in the log (or the worker's stderr), exit code 70
+        import traceback
+
+        traceback.print_exc()
+        return 70
+    return _run(request["argv"])
 
 
 def _run(argv: list[str]) -> int:
-    import runpy
+    import types
 
+    sys.modules["__main__"] = types.ModuleType("__main__")  # a fresh, empty __main__, as the interpreter starts with
     try:
         if argv[0] == "-m":
+            import runpy
+
             sys.argv = [argv[1], *argv[2:]]
             sys.path.insert(0, os.getcwd())
-            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+            # what `python -m` itself calls: the module runs as __main__ and stays so for atexit handlers
+            runpy._run_module_as_main(argv[1], alter_argv=True)  # type: ignore[attr-defined]
         else:
             sys.argv = list(argv)  # argv[0] as given, __file__ absolute: as `python SCRIPT` sets them
             _run_script(os.path.abspath(argv[0]))
@@ -146,16 +208,14 @@ def _run(argv: list[str]) -> int:
 def _run_script(path: str) -> None:
     """Execute ``path`` as the ``__main__`` module (not ``runpy.run_path``, which also sets ``sys.argv[0]``)."""
     import io
-    import types
     from importlib.machinery import SourceFileLoader
 
     sys.path.insert(0, os.path.dirname(path))
     with io.open_code(path) as fh:
         code = compile(fh.read(), path, "exec", dont_inherit=True)
-    main = types.ModuleType("__main__")
+    main = sys.modules["__main__"]
     main.__dict__.update(__file__=path, __cached__=None, __builtins__=__builtins__,
                          __loader__=SourceFileLoader("__main__", path))
-    sys.modules["__main__"] = main
     exec(code, main.__dict__)  # noqa: S102 - the rebuild's own entry point, as the interpreter would run it
 
 
@@ -166,22 +226,6 @@ def _exit_code(code: object) -> int:
         return code & 0xFF
     print(code, file=sys.stderr)
     return 1
-
-
-def _shutdown(code: int) -> int:
-    import atexit
-    import threading
-
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as the interpreter does
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
-    return code
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
         out = a.tmp / "rebuild-0"
         try:
             first = run_recipe(a.record, workspace, a.runner, out, timeout_s=timeout, evaluate=a.weights,
-                               then_train=EVALUATE_THEN_TRAIN)
+                               then_train=EVALUATE_THEN_TRAIN, fresh=reruns > 1)
         except RecipeCrashed as exc:
             if exc.timed_out:
                 raise
@@ -161,7 +161,7 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
                 return _not_evaluable(a, evaluation_crash or crash_signature(exc.log_tail) or str(exc))
             if evaluation is not None:  # the evaluation passed, the training crashed: as any rebuild's crash
                 a.recovery = a.recovery.model_copy(update={"evaluated": evaluation})
-            first = _once_more(a, workspace, out, timeout, exc)
+            first = _once_more(a, workspace, out, timeout, exc, fresh=reruns > 1)
         if first.evaluation_crash:  # the evaluation crashed, the training in the same process finished
             a.log_tail = first.log_tail
             _not_evaluable(a, first.evaluation_crash)
@@ -177,7 +177,7 @@ def _rebuild(a: _Audit, reruns: int) -> list[RunResult]:
     for i in range(len(runs), reruns):
         a.progress(f"rebuild {i + 1}/{reruns}")
         log.info("audit %s: rebuild %d/%d", a.info.ref, i + 1, reruns)
-        # fresh interpreters: the spread among same-seed rebuilds must be fresh processes' (RunSpec.fresh)
+        # fresh interpreters (the first too): the spread among same-seed rebuilds must be fresh processes' (RunSpec.fresh)
         runs.append(rebuild_once(a, workspace, a.tmp / (f"rebuild-{i}" + ("-train" if i == 0 and a.weights is not None else "")), timeout,
                                  fresh=reruns > 1))
     a.log_tail = runs[-1].log_tail

@@ -49,8 +49,10 @@ def children_cpu_s() -> float | None:
         import resource
     except ImportError:  # not on POSIX
         return None
+    from auditor.rebuild import warm
+
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime + usage.ru_stime + warm.children_cpu_s()  # a warm rebuild is its worker's child, not ours
 
 
 def cost(runs: list[Any], cpu_before: float | None, *, runner: str | None) -> dict[str, Any]:
