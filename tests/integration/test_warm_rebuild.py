@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,48 @@ def test_a_spec_that_asks_for_a_fresh_interpreter_gets_one(tmp_path):
                    fresh=True)
     outcome = ProcessRunner().run(spec)
     assert outcome.ok and not outcome.warm and outcome.log == "ran\n"
+
+
+def _both(tmp_path: Path, argv: list[str], files: dict[str, str]):
+    """The same entry point run fresh and warm; (outcome, output folder) of each."""
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (project / name).write_text(textwrap.dedent(text))
+    results = []
+    for warm in (False, True):
+        out = tmp_path / f"out-{warm}"
+        spec = RunSpec(argv=argv, cwd=project, output_dir=out, env={"PYTHONHASHSEED": "0"})
+        results.append((ProcessRunner(warm=warm).run(spec), out))
+    return results
+
+
+def test_a_file_the_script_leaves_open_is_flushed_as_a_fresh_interpreter_flushes_it(tmp_path):
+    """A model file written and never closed is complete when a fresh interpreter exits (its modules are cleared):
+    so it must be when a warm rebuild exits, or an honest recipe would leave a truncated model."""
+    (fresh, fresh_out), (warm, warm_out) = _both(tmp_path, ["python", "train.py"], {"train.py": """
+        import os, zipfile
+        out = os.environ["REPRO_OUTPUT_DIR"]
+        archive = zipfile.ZipFile(out + "/model.zip", "w")
+        archive.writestr("weights", "0.5 " * 100)
+        handle = open(out + "/metrics.json", "w")
+        handle.write('{"auc": 0.9}')
+        """})
+    assert fresh.ok and warm.ok and warm.warm
+    assert (warm_out / "metrics.json").read_text() == (fresh_out / "metrics.json").read_text() == '{"auc": 0.9}'
+    assert zipfile.is_zipfile(warm_out / "model.zip") and zipfile.is_zipfile(fresh_out / "model.zip")
+
+
+def test_python_dash_m_keeps_the_module_as_main_for_its_atexit_handlers(tmp_path):
+    (fresh, _), (warm, _) = _both(tmp_path, ["python", "-m", "trainmod"], {"trainmod.py": """
+        import atexit, pickle, sys
+
+        class Model:
+            pass
+
+        def save():
+            print(sys.modules["__main__"].__file__.rsplit("/", 1)[-1], len(pickle.dumps(Model())) > 0)
+
+        atexit.register(save)
+        """})
+    assert warm.warm and fresh.log == warm.log == "trainmod.py True\n", (fresh.log, warm.log)
