@@ -247,6 +247,7 @@ class WarmPool:
             return None
         else:
             preload = leading_imports(cwd / argv[1], cwd, seeded=bool(env.get(ENV_SEED)), local=local)
+        cwd, log = cwd.resolve(), log.resolve()  # the worker's folder is the rebuild's: a relative path would move
         import_env = {name: value for name, value in env.items() if not is_run_time_var(name)}
         key = (tuple(prefix), python, str(cwd), tuple(sorted(import_env.items())), preload)
         worker = self._worker(key, [*prefix, python], import_env, cwd, preload)

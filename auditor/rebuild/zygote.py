@@ -166,6 +166,7 @@ def _become(request: dict) -> int:
         os.dup2(log, 2)
         os.close(log)
         os.chdir(request["cwd"])
+        _retitle([sys.executable, *request["argv"]])
         os.environ.clear()
         os.environ.update(request["env"])
         numpy = sys.modules.get("numpy")
@@ -177,6 +178,22 @@ def _become(request: dict) -> int:
         traceback.print_exc()
         return 70
     return _run(request["argv"])
+
+
+def _retitle(words: list[str]) -> None:
+    """Show the rebuild, not the worker, to ``ps`` and to whoever walks the process tree: its command line where
+    ``setproctitle`` is installed (Airflow requires it), else its name (Linux ``prctl``)."""
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(" ".join(words))
+    except ImportError:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(15, os.path.basename(words[1])[:15].encode(), 0, 0, 0)  # PR_SET_NAME
+        except (OSError, AttributeError, IndexError):
+            pass
 
 
 def _run(argv: list[str]) -> int:

@@ -265,3 +265,19 @@ def test_python_dash_m_keeps_the_module_as_main_for_its_atexit_handlers(tmp_path
         atexit.register(save)
         """})
     assert warm.warm and fresh.log == warm.log == "trainmod.py True\n", (fresh.log, warm.log)
+
+
+def test_relative_paths_mean_what_they_mean_to_a_fresh_interpreter_and_ps_shows_the_rebuild(tmp_path, monkeypatch):
+    """REPRO_HOME defaults to a relative folder, so a workspace and its log can be relative paths; and whoever walks
+    the process tree (an operator's ps, the distributed tests) sees the rebuild's command line, not the worker's."""
+    monkeypatch.chdir(tmp_path)
+    Path("ws/project").mkdir(parents=True)
+    Path("ws/project/probe.py").write_text("import os\nprint(os.getcwd(), open('/proc/self/cmdline', 'rb').read().replace(b'\\0', b' ').decode())\n")
+    spec = RunSpec(argv=["python", "probe.py", "--lr", "0.5"], cwd=Path("ws/project"), output_dir=Path("ws/out"),
+                   env={"PYTHONHASHSEED": "0"})
+    outcome = ProcessRunner().run(spec)
+    assert outcome.warm and outcome.ok, outcome.log
+    cwd, cmdline = outcome.log.split(" ", 1)
+    assert cwd == str(tmp_path / "ws" / "project")
+    assert (tmp_path / "ws" / "out" / "rebuild.log").read_text() == outcome.log  # the log where the runner reads it
+    assert "probe.py --lr 0.5" in cmdline and "zygote" not in cmdline
