@@ -73,8 +73,9 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
     touches ``os.environ`` (see the module doc)."""
     try:
         source = script.read_text(encoding="utf-8")
-        tree = ast.parse(source)
-    except (OSError, SyntaxError, ValueError):
+        with _PARSING:  # CPython 3.11's ast.parse is not thread-safe (SystemError: AST constructor recursion depth)
+            tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError, SystemError):
         return Preload()
     names: list[str] = []
     own = {_normal(name) for name in local}
@@ -103,6 +104,9 @@ def _normal(name: str) -> str:
 def _is_local(name: str, *folders: Path) -> bool:
     top = name.split(".")[0]
     return any((folder / top).is_dir() or (folder / f"{top}.py").exists() for folder in folders)
+
+
+_PARSING = threading.Lock()
 
 
 class Cold(Exception):  # noqa: N818 - a reason, not a failure: the rebuild starts as a fresh interpreter instead
