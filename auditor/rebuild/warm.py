@@ -1,28 +1,29 @@
 """Warm rebuilds: each rebuild forked from a worker that has already imported what the entry script imports first.
 
 A small tabular model trains in a second or two; a fresh interpreter spends as long again importing NumPy, the SDK
-and torch (which the SDK's seeding imports wherever it is installed). The process runner therefore keeps, per
-environment, a **warm worker** (:mod:`auditor.rebuild.zygote`, a fork server) and forks each rebuild from it: a
-fresh process per rebuild, set up as ``python SCRIPT ARGS`` would be (its own session, the recorded environment
-variables and working directory, the log, no network where the spec says so: the worker itself starts inside the
-network namespace), so the isolation, tracing and fingerprints are those of a fresh interpreter.
+and torch (which the SDK's seeding imports wherever it is installed). The process runner therefore keeps a **warm
+worker** (:mod:`auditor.rebuild.zygote`, a fork server) per workspace and environment and forks each rebuild from
+it: a fresh process per rebuild, set up as ``python SCRIPT ARGS`` would be (its own session, the recorded
+environment variables and working directory, the log, no network where the spec says so: the worker itself starts
+inside the network namespace), so the isolation, tracing and fingerprints are those of a fresh interpreter.
 
-What the worker imports is chosen so that the rebuild sees what a fresh interpreter would:
+What the worker imports (``Preload``) is chosen so that the rebuild sees what a fresh interpreter would:
 
 * the script's **leading imports** (the unconditional ``import`` statements before its first other statement,
-  stopping at a module of the project itself, whose code must not run outside the rebuild), because the script
-  imports them before anything else happens;
-* where those include ``auditor``, the SDK's own modules and torch with the module its deterministic switch loads
-  (``SDK_PRELOAD``): the SDK's seeding imports torch as a run begins wherever torch is installed. Not where the
-  script touches ``os.environ`` or ``putenv`` (a variable it sets may be meant for torch's import).
+  stopping at a module of the project itself or a recorded local package, whose code must not run outside the
+  rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
+* where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch with the
+  module its deterministic switch loads (``SEEDING_PRELOAD``): the SDK's seeding imports them as a run begins
+  wherever torch is installed. Not where the script touches ``os.environ`` or ``putenv`` (a variable it sets may be
+  meant for torch's import).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
 imported after a run began, and a warm worker must not change that. A worker serves one key: the interpreter, the
-network switch, the preload list and every environment variable but those the runner sets per run
-(``contract.RUN_TIME_VARS``); the worker's own ``HOME`` is a folder of its own. A rebuild whose ``PYTHONHASHSEED``
-is not pinned runs in a fresh interpreter: a forked one would share its parent's string-hash salt with every other
-rebuild, so same-seed reruns would agree where fresh processes might not. Forms other than ``python SCRIPT`` and
-``python -m MODULE`` (options to the interpreter, a shell script) run in a fresh process too.
+network switch, the working directory, the preload and every environment variable but those the runner sets per
+run (``contract.RUN_TIME_VARS``; HOME is in the key, read by some libraries as they are imported). A rebuild whose
+``PYTHONHASHSEED`` is not pinned, or whose spec asks for it (``RunSpec.fresh``), runs in a fresh interpreter, and so
+does one the worker cannot take (``Cold``); forms other than ``python SCRIPT`` and ``python -m MODULE`` (options to
+the interpreter, a shell script) run in a fresh process too.
 """
 
 from __future__ import annotations
@@ -119,9 +120,6 @@ class WarmProcess:
     def __init__(self, worker: Worker, pid: int) -> None:
         self.worker, self.pid, self.returncode = worker, pid, None
         self.args = ["warm", str(pid)]
-
-    def poll(self) -> int | None:
-        return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         """The exit code (negative: the signal); ``subprocess.TimeoutExpired`` as ``Popen.wait`` raises it."""
