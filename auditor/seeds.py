@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.abc
+import importlib.machinery
 import os
 import random
 import re
 import sys
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from auditor.contract import CUBLAS_WORKSPACE
@@ -69,7 +72,7 @@ def seed_everything(seed: int, deterministic: bool = True, *, used: tuple[str, .
         if torch.cuda.is_available():
             torch.cuda.manual_seed_all(seed)
             generators["cuda"] = seed
-        torch.use_deterministic_algorithms(deterministic)
+        use_deterministic_algorithms(torch, deterministic)
         torch.backends.cudnn.deterministic = deterministic
         torch.backends.cudnn.benchmark = not deterministic and torch.backends.cudnn.benchmark
         flags = {
@@ -90,6 +93,64 @@ def seed_everything(seed: int, deterministic: bool = True, *, used: tuple[str, .
         flags=flags,
         pythonhashseed=_PYTHONHASHSEED_AT_START,
     )
+
+
+#: what ``torch.use_deterministic_algorithms`` imports to set TorchInductor's own flag (``deterministic`` in
+#: ``torch._inductor.config``): that module, and with it TorchDynamo and TorchInductor
+INDUCTOR_CONFIG = "torch._inductor.config"
+COMPILER_PACKAGES = ("torch._dynamo", "torch._inductor")
+
+
+def use_deterministic_algorithms(torch: Any, mode: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode)``, without importing the compiler where the script has not yet.
+
+    PyTorch's switch sets its C++ flag and imports ``torch._inductor.config`` to set ``deterministic`` there, which
+    brings in TorchDynamo and TorchInductor (1.2-2.3 s measured, issue 41) that a run without ``torch.compile`` never
+    uses. Here the flag is set at once; the first import of either compiler package then imports the configuration
+    and sets its value before the package is handed to the script, with input tracing paused as it runs, as the
+    switch's own import ran before ``track()`` began tracing: what the import reads is never the script's input,
+    and a record made with the eager switch compares equal. Where the compiler is loaded already, or torch lacks the
+    private setter, PyTorch's own switch runs."""
+    setter = getattr(getattr(torch, "_C", None), "_set_deterministic_algorithms", None)
+    if setter is None or any(name in sys.modules for name in (INDUCTOR_CONFIG, *COMPILER_PACKAGES)):
+        torch.use_deterministic_algorithms(mode)
+        return
+    setter(mode, warn_only=False)
+    _COMPILER.mode = mode
+    if not any(isinstance(finder, _CompilerImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _CompilerImport())
+
+
+class _CompilerImport(importlib.abc.MetaPathFinder):
+    """On the first import of TorchDynamo or TorchInductor, completes what PyTorch's switch would have done.
+
+    A small import-system finder (wrapt's post-import hooks would be a new core dependency for it): it finds the
+    package as the path finder does and wraps that module's own loader; then it stays in the list, inert."""
+
+    mode = True
+    done = False
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in COMPILER_PACKAGES or _CompilerImport.done:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        _CompilerImport.done = True  # removing itself while the import system walks the list would skip a finder
+        loader = spec.loader
+
+        def exec_then(module: ModuleType) -> None:
+            from auditor.lineage.tracing import paused
+
+            with paused():
+                type(loader).exec_module(loader, module)
+                importlib.import_module(INDUCTOR_CONFIG).deterministic = _COMPILER.mode
+
+        loader.exec_module = exec_then  # type: ignore[method-assign]  # this module's own loader instance
+        return spec
+
+
+_COMPILER = _CompilerImport
 
 
 def flags_at_end() -> dict[str, Any]:

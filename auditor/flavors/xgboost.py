@@ -163,19 +163,32 @@ def normal(path: str | os.PathLike) -> Normal:
 def _read(raw: bytes) -> tuple[bytes, dict[str, Any]]:
     """``raw`` as the installed XGBoost saves it, and its document (typed arrays as spans): itself when that version
     wrote it (XGBoost saves what it loads byte for byte), else loaded and saved again (the version and the layout
-    another version writes are not the model)."""
-    import xgboost
-
+    another version writes are not the model). XGBoost itself is imported only to save again (its import is about
+    a second, issue 41): its version is read from the installed distribution's metadata."""
     doc = ubjson.loads(raw, spans=True)
     if not isinstance(doc, dict) or not isinstance(doc.get("learner"), dict):
         raise MalformedRecord("not an XGBoost model document (no learner)")
-    installed = [int(p) for p in xgboost.__version__.split("+")[0].split(".")[:3] if p.isdigit()]
+    installed = [int(p) for p in _installed_version().split("+")[0].split(".")[:3] if p.isdigit()]
     if ubjson.plain(raw, doc.get("version")) == installed:
         return raw, doc
+    import xgboost
+
     b = xgboost.Booster()
     b.load_model(bytearray(raw))
     raw = bytes(b.save_raw("ubj"))
     return raw, ubjson.loads(raw, spans=True)
+
+
+def _installed_version() -> str:
+    """The installed XGBoost's version, as ``xgboost.__version__`` says it (from the distribution's metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("xgboost")
+    except PackageNotFoundError:
+        import xgboost  # not installed as a distribution: its import says so (or the module knows its version)
+
+        return str(xgboost.__version__)
 
 
 def _document(path: str | os.PathLike) -> Any:

@@ -12,9 +12,8 @@ What the worker imports (``Preload``) is chosen so that the rebuild sees what a 
 * the script's **leading imports** (the unconditional ``import`` statements before its first other statement,
   stopping at a module of the project itself or a recorded local package, whose code must not run outside the
   rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
-* where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch with the
-  module its deterministic switch loads (``SEEDING_PRELOAD``): the SDK's seeding imports them as a run begins
-  wherever torch is installed. Not where the script touches ``os.environ`` or ``putenv`` (a variable it sets may be
+* where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch
+  (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the script touches ``os.environ`` or ``putenv`` (a variable it sets may be
   meant for torch's import).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
@@ -49,9 +48,9 @@ ZYGOTE = Path(__file__).with_name("zygote.py")
 #: (tests/integration/test_warm_rebuild.py)
 SDK_PRELOAD = ("auditor.sdk.run", "auditor.sdk.capture", "auditor.sdk.consumed", "auditor.sdk.forms", "auditor.sdk.models",
                "auditor.lineage.gather", "auditor.seeds", "auditor.flavors.predictions")
-#: what the SDK's seeding imports where torch is installed, when the run has a seed: torch, and the module its
-#: deterministic switch (``torch.use_deterministic_algorithms``) loads
-SEEDING_PRELOAD = ("torch", "torch._inductor.config")
+#: what the SDK's seeding imports where torch is installed, when the run has a seed (its deterministic switch leaves
+#: the compiler to the script's first use of it: ``auditor.seeds.use_deterministic_algorithms``)
+SEEDING_PRELOAD = ("torch",)
 MAX_WORKERS = 2  # warm workers kept per process (each holds its imports' memory); the least recently used goes first
 START_LIMIT_S = 600.0  # the longest a worker may take to import before its rebuild starts fresh instead
 

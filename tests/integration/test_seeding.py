@@ -88,3 +88,70 @@ def test_the_integer_view_catches_what_torch_equal_misses():
     a, b = {"w": torch.tensor([0.0, 1.0])}, {"w": torch.tensor([-0.0, 1.0])}
     assert torch.equal(a["w"], b["w"])
     assert not _bitwise_equal(a, b)
+
+
+#: a fresh interpreter: seed, then (optionally) a compiler import, then what PyTorch's own switch would have left
+_SWITCH = r"""
+import json, sys
+import torch
+from auditor.seeds import seed_everything
+mode = sys.argv[1] == "on"
+seed_everything(3, mode)
+state = {"loaded": "torch._inductor.config" in sys.modules, "flag": torch.are_deterministic_algorithms_enabled(),
+         "warn_only": torch.is_deterministic_algorithms_warn_only_enabled()}
+if sys.argv[2] != "-":
+    __import__(sys.argv[2])
+    import torch._inductor.config as config
+    state["inductor"] = config.deterministic
+print(json.dumps(state))
+"""
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+@pytest.mark.parametrize("first", ["-", "torch._dynamo", "torch._inductor", "torch._inductor.config"])
+def test_the_deterministic_switch_leaves_what_pytorchs_own_leaves_without_loading_the_compiler(mode, first, monkeypatch):
+    """Issue 41: ``seed_everything`` sets PyTorch's flag at once and TorchInductor's as the compiler is first imported,
+    whichever package comes first; the compiler is not imported by seeding (1.2-2.3 s a rebuild)."""
+    import json
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("TORCHINDUCTOR_DETERMINISTIC", "0" if mode == "on" else "1")  # the opposite of the switch
+    out = subprocess.run([sys.executable, "-c", _SWITCH, mode, first], capture_output=True, text=True, check=True).stdout
+    state = json.loads(out.splitlines()[-1])
+    assert state["loaded"] is False
+    assert state["flag"] is (mode == "on") and state["warn_only"] is False
+    if first != "-":
+        assert state["inductor"] is (mode == "on")
+
+
+_TRACED = r"""
+import json, sys
+import torch
+from auditor.lineage.tracing import Tracer
+from auditor.seeds import seed_everything
+if sys.argv[1] == "eager":
+    import torch._inductor.config  # what PyTorch's own switch imported as seeding ran, before tracing began
+seed_everything(3)
+tracer = Tracer(repo_top=None).start()
+compiled = torch.compile(lambda x: x + 1, backend="eager")
+compiled(torch.ones(2))
+print(json.dumps(sorted(v.name for v in tracer.stop().env)))
+"""
+
+
+def test_a_compiler_first_imported_inside_the_block_reads_what_the_eager_switch_left_read():
+    """A record made when seeding imported the compiler must compare equal with a rebuild where the script's
+    ``torch.compile`` imports it inside the block: the compiler's own import reads (AOTINDUCTOR_*, SYMPY_*, CXX …)
+    are not traced, as they were not when seeding imported it before tracing began."""
+    import json
+    import subprocess
+    import sys
+
+    def traced(how: str) -> list[str]:
+        out = subprocess.run([sys.executable, "-c", _TRACED, how], capture_output=True, text=True, check=True).stdout
+        return json.loads(out.splitlines()[-1])
+
+    lazy = traced("lazy")
+    assert lazy == traced("eager")
+    assert not [name for name in lazy if name.startswith(("AOT", "SYMPY_", "CXX"))]
