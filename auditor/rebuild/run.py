@@ -141,6 +141,7 @@ def run_recipe(
     """
     from auditor.flavors import prefetch
     from auditor.flavors.unsafe import refuse_unsafe
+    from auditor.judge.models import read_ahead
     from auditor.judge.weights import sha256_file
 
     if evaluate is not None:
@@ -151,7 +152,10 @@ def run_recipe(
            **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s, fresh)
     flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
-    prefetch(flavor)  # the model's reading libraries, imported while the run runs
+    if evaluate is not None:
+        read_ahead(evaluate, flavor)  # the registered model's normal form (its libraries with it), read while the run runs
+    else:
+        prefetch(flavor)  # the model's reading libraries, imported while the run runs
     outcome = runner.run(spec)
     if not outcome.ok:
         raise _crashed(spec, outcome)

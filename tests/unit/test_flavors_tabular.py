@@ -184,3 +184,33 @@ def test_the_recorded_knobs_come_from_the_fitted_model():
     assert knobs["num_threads"] == "2" and knobs["bagging_fraction"] == "0.8"
     knobs = module("sklearn").knobs(_fit("sklearn"))
     assert knobs["logisticregression__random_state"] == 0
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "sklearn"])
+def test_a_registered_model_read_ahead_is_used_only_for_the_bytes_it_was_read_from(kind, tmp_path):
+    """Issue 41: the registered model's normal form is read while the rebuild runs (``read_ahead``); the diff takes
+    that read only where the file still holds the same bytes, and a read that failed fails the diff as its own
+    read would (``UnreadableArtifact``)."""
+    import shutil
+
+    from auditor.flavors.unsafe import UnreadableArtifact
+    from auditor.judge.models import _AHEAD, read_ahead
+
+    flavour = module(kind)
+    registered, same, other = tmp_path / "registered", tmp_path / "same", tmp_path / "other"
+    flavour.save(_fit(kind), registered)
+    flavour.save(_fit(kind), same)
+    flavour.save(_fit(kind, **CHANGED[kind]), other)
+    read_ahead(registered, kind)
+    assert model_diff(registered, same, kind)[0].identical
+    assert not _AHEAD  # taken by the diff
+
+    read_ahead(registered, kind)  # read from the registered bytes, then the file is replaced before the diff
+    _AHEAD[(kind, os.fspath(registered))].result()
+    shutil.copyfile(other, registered)
+    assert not model_diff(registered, same, kind)[0].identical  # read afresh: the replaced file's model
+
+    (tmp_path / "garbage").write_bytes(b"\x00not a model" * 64)
+    read_ahead(tmp_path / "garbage", kind)
+    with pytest.raises(UnreadableArtifact):
+        model_diff(tmp_path / "garbage", same, kind)
