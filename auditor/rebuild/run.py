@@ -139,9 +139,7 @@ def run_recipe(
     interpreter, never a fork of a warm worker (``RunSpec.fresh``). A pickle is never handed to a rebuild to
     evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
-    from auditor.flavors import prefetch
     from auditor.flavors.unsafe import refuse_unsafe
-    from auditor.judge.models import read_ahead
     from auditor.judge.weights import sha256_file
 
     if evaluate is not None:
@@ -152,10 +150,7 @@ def run_recipe(
            **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s, fresh)
     flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
-    if evaluate is not None:
-        read_ahead(evaluate, flavor)  # the registered model's normal form (its libraries with it), read while the run runs
-    else:
-        prefetch(flavor)  # the model's reading libraries, imported while the run runs
+    _read_while_running(flavor, evaluate)
     outcome = runner.run(spec)
     if not outcome.ok:
         raise _crashed(spec, outcome)
@@ -207,6 +202,18 @@ def _segment_env(output_dir: Path, resume: Path | None, stop_step: int | None) -
     if stop_step is not None:
         extra[ENV_STOP_STEP] = str(int(stop_step))
     return extra
+
+
+def _read_while_running(flavor: str | None, registered: Path | None) -> None:
+    """What the auditor reads after the run, read while it runs (its process mostly waits): the registered model's
+    normal form where the run evaluates it (``judge.models.read_ahead``), else the flavour's reading libraries."""
+    from auditor.flavors import prefetch
+    from auditor.judge.models import read_ahead
+
+    if registered is not None:
+        read_ahead(registered, flavor)
+    else:
+        prefetch(flavor)
 
 
 def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: dict[str, str], timeout_s: float,
