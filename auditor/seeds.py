@@ -99,6 +99,9 @@ def seed_everything(seed: int, deterministic: bool = True, *, used: tuple[str, .
 #: ``torch._inductor.config``): that module, and with it TorchDynamo and TorchInductor
 INDUCTOR_CONFIG = "torch._inductor.config"
 COMPILER_PACKAGES = ("torch._dynamo", "torch._inductor")
+#: libraries the compiler's import brought along that read variables of their own as they load (SYMPY_*, MPMATH_*,
+#: SAGE_ROOT): their first import is untraced too while the switch waits for the compiler, as it was before tracing
+COMPANIONS = ("sympy", "mpmath")
 
 
 def use_deterministic_algorithms(torch: Any, mode: bool) -> None:
@@ -107,46 +110,52 @@ def use_deterministic_algorithms(torch: Any, mode: bool) -> None:
     PyTorch's switch sets its C++ flag and imports ``torch._inductor.config`` to set ``deterministic`` there, which
     brings in TorchDynamo and TorchInductor (1.2-2.3 s measured, issue 41) that a run without ``torch.compile`` never
     uses. Here the flag is set at once; the first import of either compiler package then imports the configuration
-    and sets its value before the package is handed to the script, with input tracing paused as it runs, as the
-    switch's own import ran before ``track()`` began tracing: what the import reads is never the script's input,
-    and a record made with the eager switch compares equal. Where the compiler is loaded already, or torch lacks the
-    private setter, PyTorch's own switch runs."""
+    and sets its value before the package is handed to the script, with input tracing paused in the importing
+    thread as it runs (and for the first import of ``COMPANIONS``), as the switch's own import ran before
+    ``track()`` began tracing: what the import reads is never the script's input, and a record made with the eager
+    switch compares equal. Where the compiler is loaded already, or torch lacks the private setter, PyTorch's own
+    switch runs. What differs: the compiler reads its own variables (``TORCHINDUCTOR_*``) as the script first uses
+    it, not as seeding runs, so one the script sets in between now takes effect."""
     setter = getattr(getattr(torch, "_C", None), "_set_deterministic_algorithms", None)
     if setter is None or any(name in sys.modules for name in (INDUCTOR_CONFIG, *COMPILER_PACKAGES)):
         torch.use_deterministic_algorithms(mode)
         return
     setter(mode, warn_only=False)
-    _COMPILER.mode = mode
+    _COMPILER.mode, _COMPILER.done = mode, False
     if not any(isinstance(finder, _CompilerImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _CompilerImport())
 
 
 class _CompilerImport(importlib.abc.MetaPathFinder):
-    """On the first import of TorchDynamo or TorchInductor, completes what PyTorch's switch would have done.
+    """Until the compiler is imported, wraps the loader of each compiler package (and companion) it finds.
 
     A small import-system finder (wrapt's post-import hooks would be a new core dependency for it): it finds the
-    package as the path finder does and wraps that module's own loader; then it stays in the list, inert."""
+    module as the path finder does and wraps that spec's own loader, so a spec only looked at
+    (``importlib.util.find_spec``) changes nothing; the outermost compiler package that executes imports the
+    configuration and sets its value. It stays in the list, inert once that is done."""
 
     mode = True
     done = False
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname not in COMPILER_PACKAGES or _CompilerImport.done:
+        if _CompilerImport.done or fullname not in (*COMPILER_PACKAGES, *COMPANIONS):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        _CompilerImport.done = True  # removing itself while the import system walks the list would skip a finder
         loader = spec.loader
 
         def exec_then(module: ModuleType) -> None:
-            from auditor.lineage.tracing import paused
+            from auditor.lineage.tracing import paused_here
 
-            with paused():
+            outermost = fullname in COMPILER_PACKAGES and not _CompilerImport.done
+            _CompilerImport.done = _CompilerImport.done or outermost  # a package it imports is loaded plainly
+            with paused_here():
                 type(loader).exec_module(loader, module)
-                importlib.import_module(INDUCTOR_CONFIG).deterministic = _COMPILER.mode
+                if outermost:
+                    importlib.import_module(INDUCTOR_CONFIG).deterministic = _CompilerImport.mode
 
-        loader.exec_module = exec_then  # type: ignore[method-assign]  # this module's own loader instance
+        loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader instance
         return spec
 
 

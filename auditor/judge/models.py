@@ -82,7 +82,7 @@ def read_ahead(path: str | os.PathLike, flavor: str | None) -> None:
 
     The auditor's process mostly waits for the rebuild, and a tree flavour's read is seconds (skops: 1-1.5 s for a
     600-tree forest, issue 41). ``model_diff`` takes the read only where the file still has the bytes it was read
-    from, and meets a failure there, where it is worded as always; ``path`` passed ``refuse_unsafe`` first (the
+    from; where it failed, the diff reads the file itself (its failure is worded as always); ``path`` passed ``refuse_unsafe`` first (the
     caller's). PyTorch weights are streamed by the diff itself: not read here."""
     if not flavor or flavor == "torch":
         return
@@ -114,9 +114,9 @@ def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T]) 
 
     with _AHEAD_LOCK:
         future = _AHEAD.pop((flavor, os.fspath(path)), None)
-    if future is None:
+    if future is None or future.exception() is not None:  # a failure ahead is not the file's: only a read now counts
         return read()
-    sha256, normal = future.result()  # its exception, if the read failed: the same read's failure
+    sha256, normal = future.result()
     return normal if sha256 and sha256 == sha256_file(path) else read()
 
 

@@ -55,7 +55,7 @@ from auditor.lineage.record import RunRecord, TracedFile, TracedInputs, TracedVa
 from auditor.lineage.redact import is_secret_key, marker, redact_text
 from auditor.lineage.traced import OWN_DISTRIBUTION, REPO_PREFIX, compare, registration_findings
 
-__all__ = ["OWN_DISTRIBUTION", "Tracer", "compare", "paused", "registration_findings", "start", "untraced"]
+__all__ = ["OWN_DISTRIBUTION", "Tracer", "compare", "paused", "paused_here", "registration_findings", "start", "untraced"]
 
 #: variables the Python runtime, the shell or libraries read that say nothing about the model
 IGNORED_VARIABLES = frozenset({
@@ -126,7 +126,7 @@ _PAUSED = [0]  # process-wide: the SDK's own work may run in worker threads (par
 
 
 def _paused() -> bool:
-    return _PAUSED[0] > 0
+    return _PAUSED[0] > 0 or getattr(_LOCAL, "paused", 0) > 0
 
 
 class paused:  # noqa: N801 - a context manager used like a function
@@ -139,6 +139,17 @@ class paused:  # noqa: N801 - a context manager used like a function
     def __exit__(self, *exc: object) -> None:
         with _HOOK_LOCK:
             _PAUSED[0] -= 1
+
+
+class paused_here:  # noqa: N801 - a context manager used like a function
+    """Tracing suspended in this thread only: what a library reads as it is imported on the SDK's behalf (the
+    compiler ``auditor.seeds`` defers), while the script's other threads go on being traced."""
+
+    def __enter__(self) -> None:
+        _LOCAL.paused = getattr(_LOCAL, "paused", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _LOCAL.paused -= 1
 
 
 def untraced(method: F) -> F:
@@ -180,7 +191,7 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             return  # the event fires before the call: makedirs(..., exist_ok=True) on a folder that was there made nothing
         if event == "os.rename" and args:
             path = args[0]  # what is moved is read, as it was, before it becomes the run's own under its new name
-            if not isinstance(path, int) and not _PAUSED[0] and not getattr(_LOCAL, "busy", False):
+            if not isinstance(path, int) and not _paused() and not getattr(_LOCAL, "busy", False):
                 _LOCAL.busy = True
                 try:
                     for tracer in list(_ACTIVE):
@@ -197,7 +208,7 @@ def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
             return
     else:
         return
-    if _PAUSED[0] or getattr(_LOCAL, "busy", False):
+    if _paused() or getattr(_LOCAL, "busy", False):
         return
     _LOCAL.busy = True  # our own stat and hashing must not re-enter (this thread only)
     try:
@@ -219,7 +230,7 @@ def _exists(path: Any, dir_fd: Any) -> bool:
 
 
 def _note_made(path: Any) -> None:
-    if _PAUSED[0] or getattr(_LOCAL, "busy", False):
+    if _paused() or getattr(_LOCAL, "busy", False):
         return
     for tracer in list(_ACTIVE):
         tracer._made(path)

@@ -126,32 +126,48 @@ def test_the_deterministic_switch_leaves_what_pytorchs_own_leaves_without_loadin
 
 
 _TRACED = r"""
-import json, sys
+import importlib.util, json, os, sys, threading, time
 import torch
 from auditor.lineage.tracing import Tracer
 from auditor.seeds import seed_everything
-if sys.argv[1] == "eager":
+how, what = sys.argv[1], sys.argv[2]
+if how == "eager":
     import torch._inductor.config  # what PyTorch's own switch imported as seeding ran, before tracing began
 seed_everything(3)
 tracer = Tracer(repo_top=None).start()
-compiled = torch.compile(lambda x: x + 1, backend="eager")
-compiled(torch.ones(2))
+if what == "compile":
+    importlib.util.find_spec("torch._dynamo")  # a probe: it must not use up the deferred switch
+    compiled = torch.compile(lambda x: x + 1, backend="eager")
+    compiled(torch.ones(2))
+    import torch._inductor.config as config
+    assert config.deterministic is True, "TorchInductor's deterministic option was not set"
+elif what == "sympy":
+    import sympy
+else:  # another thread reads a variable while this one imports the compiler: it is the script's input
+    os.environ["REPRO_TEST_KNOB"] = "1"
+    reader = threading.Thread(target=lambda: [time.sleep(0.05) or os.environ.get("REPRO_TEST_KNOB") for _ in range(40)])
+    reader.start()
+    import torch._dynamo
+    reader.join()
 print(json.dumps(sorted(v.name for v in tracer.stop().env)))
 """
 
 
-def test_a_compiler_first_imported_inside_the_block_reads_what_the_eager_switch_left_read():
+@pytest.mark.parametrize("what", ["compile", "sympy", "thread"])
+def test_a_compiler_first_imported_inside_the_block_reads_what_the_eager_switch_left_read(what):
     """A record made when seeding imported the compiler must compare equal with a rebuild where the script's
-    ``torch.compile`` imports it inside the block: the compiler's own import reads (AOTINDUCTOR_*, SYMPY_*, CXX …)
-    are not traced, as they were not when seeding imported it before tracing began."""
+    ``torch.compile`` (after a ``find_spec`` probe) or ``import sympy`` imports it inside the block: the compiler's and
+    sympy's own import reads (AOTINDUCTOR_*, SYMPY_*, CXX …) are not traced, as they were not when seeding imported
+    them before tracing began; a read by another thread meanwhile is the script's, and traced both ways."""
     import json
     import subprocess
     import sys
 
     def traced(how: str) -> list[str]:
-        out = subprocess.run([sys.executable, "-c", _TRACED, how], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([sys.executable, "-c", _TRACED, how, what], capture_output=True, text=True, check=True).stdout
         return json.loads(out.splitlines()[-1])
 
     lazy = traced("lazy")
     assert lazy == traced("eager")
-    assert not [name for name in lazy if name.startswith(("AOT", "SYMPY_", "CXX"))]
+    assert not [name for name in lazy if name.startswith(("AOT", "SYMPY_", "MPMATH_", "CXX"))]
+    assert ("REPRO_TEST_KNOB" in lazy) is (what == "thread")
