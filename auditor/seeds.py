@@ -121,7 +121,7 @@ def use_deterministic_algorithms(torch: Any, mode: bool) -> None:
         torch.use_deterministic_algorithms(mode)
         return
     setter(mode, warn_only=False)
-    _COMPILER.mode, _COMPILER.done = mode, False
+    _CompilerImport.mode, _CompilerImport.done = mode, False
     if not any(isinstance(finder, _CompilerImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _CompilerImport())
 
@@ -158,8 +158,6 @@ class _CompilerImport(importlib.abc.MetaPathFinder):
         loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader instance
         return spec
 
-
-_COMPILER = _CompilerImport
 
 
 def flags_at_end() -> dict[str, Any]:

@@ -11,6 +11,7 @@ code is the same). Shell completion: ``repro-audit --install-completion``, or ``
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import traceback
@@ -121,22 +122,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.flush()
 
 
+@functools.cache  # once per process
 def _exit_without_collecting() -> None:
     """As the process exits, keep CPython's last garbage collections off the heap the command built.
 
     Finalization collects every object still alive (MLflow's and SQLAlchemy's: 0.4-0.7 s after the last output of an
     audit, measured for issue 41). ``gc.freeze`` at exit takes them out of the collector's reach; modules are still
     cleared and objects released by their counts; only cycles alive at exit are left to the operating system, whose
-    finalisers Python never promises to run. Registered once per process."""
-    if not _FREEZE_AT_EXIT:
-        import atexit
-        import gc
+    finalisers Python never promises to run."""
+    import atexit
+    import gc
 
-        atexit.register(gc.freeze)
-        _FREEZE_AT_EXIT.append(True)
-
-
-_FREEZE_AT_EXIT: list[bool] = []
+    atexit.register(gc.freeze)
 
 
 def _run(argv: list[str] | None, as_json: bool) -> None:

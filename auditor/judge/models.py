@@ -22,9 +22,14 @@ from auditor.judge.result import TensorDiff, WeightDiff
 T = TypeVar("T")
 
 
+def _streamed(flavor: str | None) -> bool:
+    """PyTorch weights (and an artifact of no flavour): safetensors, hashed and diffed as streamed files, no normal form."""
+    return not flavor or flavor == "torch"
+
+
 def canonical_sha256(path: str | os.PathLike, flavor: str | None) -> str:
     """``sha256:`` of the normalised model (PyTorch: of the file itself)."""
-    if not flavor or flavor == "torch":
+    if _streamed(flavor):
         from auditor.judge.weights import sha256_file
 
         return sha256_file(path)
@@ -57,7 +62,7 @@ def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -
     from auditor.flavors.unsafe import refuse_unsafe
 
     refuse_unsafe(a)
-    if not flavor or flavor == "torch":
+    if _streamed(flavor):
         from auditor.judge.weights import _index, diff_safetensors
 
         _registered(a, "safetensors (PyTorch)", lambda: _index(Path(a)))
@@ -84,7 +89,7 @@ def read_ahead(path: str | os.PathLike, flavor: str | None) -> None:
     600-tree forest, issue 41). ``model_diff`` takes the read only where the file still has the bytes it was read
     from; where it failed, the diff reads the file itself (its failure is worded as always); ``path`` passed ``refuse_unsafe`` first (the
     caller's). PyTorch weights are streamed by the diff itself: not read here."""
-    if not flavor or flavor == "torch":
+    if _streamed(flavor):
         return
     from auditor.flavors import module
 
