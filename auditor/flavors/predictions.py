@@ -73,16 +73,20 @@ def recorded(x: Any, threshold: float) -> dict[str, Any]:
     return {"rows": int(x.shape[0]), "data_sha256": fingerprint(x), "threshold": threshold}
 
 
-def score_both(flavor: str, registered: str | os.PathLike | None, rebuilt: str | os.PathLike, x: Any) -> dict[str, np.ndarray]:
+def score_both(flavor: str, registered: str | os.PathLike | None, rebuilt: str | os.PathLike, x: Any, *,
+               rebuilt_model: Any = None) -> dict[str, np.ndarray]:
     """Both model files loaded by the flavour's safe loader and scored on ``x`` (run this in the rebuild only);
-    with ``registered`` None (a calibration rerun: no registered model is handed to it) the rebuilt one alone."""
+    with ``registered`` None (a calibration rerun: no registered model is handed to it) the rebuilt one alone.
+    ``rebuilt_model``: ``rebuilt`` as that loader already read it back (``sdk.models.SavedModel.loaded``), not
+    loaded again."""
     from auditor.flavors import module
 
     flavour = module(flavor)
     out: dict[str, np.ndarray] = {}
     sides = (("registered", registered), ("rebuilt", rebuilt)) if registered else (("rebuilt", rebuilt),)
     for side, path in sides:
-        raw, score = flavour.scores(flavour.load(path), x)
+        model = rebuilt_model if side == "rebuilt" and rebuilt_model is not None else flavour.load(path)
+        raw, score = flavour.scores(model, x)
         out[f"{side}_raw"] = np.asarray(raw, dtype=np.float64)
         out[f"{side}_score"] = np.asarray(score, dtype=np.float64)
     return out

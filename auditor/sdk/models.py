@@ -30,6 +30,10 @@ class SavedModel:
     canonical_sha256: str
     set_aside: list[str] = field(default_factory=list)
     knobs: dict[str, Any] = field(default_factory=dict)
+    #: the model as read back from ``path`` where its normal form is read from the loaded model (scikit-learn): its
+    #: rebuild's scores are taken from it rather than from a second load of the same file (a skops load of a large
+    #: forest takes about a second); never recorded
+    loaded: Any = field(default=None, repr=False, compare=False)
 
 
 def write_model(model: Any, flavor: str, folder: Path) -> SavedModel:
@@ -47,11 +51,13 @@ def write_model(model: Any, flavor: str, folder: Path) -> SavedModel:
     except (AttributeError, TypeError, ValueError) as exc:  # not fitted, or not a model this flavour saves
         raise refuse(model, f"the {flavor} flavour could not save it: {exc}") from None
     knobs = flavour.knobs(model)
-    normal = flavour.normal(target)
+    loaded = flavour.load(target) if hasattr(flavour, "normal_of") else None  # read back once, for both uses
+    normal = flavour.normal_of(loaded) if loaded is not None else flavour.normal(target)
     for finding in _rule_findings(flavor, knobs):
         log.warning("repro: %s", finding)
     return SavedModel(flavor=flavor, path=target, sha256=bare(sha256_file(target)), size=target.stat().st_size,
-                      canonical_sha256=normal.digest(), set_aside=sorted(set(normal.set_aside)), knobs=knobs)
+                      canonical_sha256=normal.digest(), set_aside=sorted(set(normal.set_aside)), knobs=knobs,
+                      loaded=loaded)
 
 
 def _rule_findings(flavor: str, knobs: dict[str, Any]) -> list[Any]:
@@ -80,7 +86,7 @@ def score_predictions(saved: SavedModel, eval_data: Any, threshold: float, rebui
     registered = rebuild_env.get(ENV_EVALUATE_WEIGHTS) or None
     arrays = None
     try:
-        arrays = predictions.score_both(saved.flavor, registered, saved.path, x)
+        arrays = predictions.score_both(saved.flavor, registered, saved.path, x, rebuilt_model=saved.loaded)
     except Exception as exc:  # noqa: BLE001 - the audit reports why the predictions were not scored
         meta = {**meta, "error": f"{type(exc).__name__}: {exc}"[:2000]}
         log.warning("repro: the registered model and its rebuild could not both be scored: %s", meta["error"])

@@ -151,3 +151,28 @@ def test_a_pickle_in_the_predictions_file_is_never_unpickled(tmp_path):
         predictions.read(tmp_path / PREDICTIONS_FILE)
     assert not (tmp_path / "pwned").exists()
     assert pickle  # the payload above is a real pickle gadget (np.savez pickles object arrays)
+
+
+def test_a_rebuilt_scikit_learn_model_is_read_back_once_and_scored_as_its_file_reads(tmp_path, monkeypatch):
+    """Issue 41: the SDK reads a saved scikit-learn model back (its normal form is taken from the loaded model) and
+    scores that object, not a second load of the same file; the registered file is still loaded. The scores are
+    those of the file as read back, not of the object the script fitted."""
+    from auditor.contract import ENV_EVALUATE_WEIGHTS
+    from auditor.sdk.models import score_predictions, write_model
+
+    flavour = module("sklearn")
+    registered = tmp_path / "registered.skops"
+    flavour.save(_fit("scorecard"), registered)
+    fitted = _fit("scorecard", C=0.5)
+    loads = []
+    real_load = flavour.load
+    monkeypatch.setattr(flavour, "load", lambda path: loads.append(os.path.basename(path)) or real_load(path))
+    saved = write_model(fitted, "sklearn", tmp_path)
+    assert saved.loaded is not None and saved.loaded is not fitted  # read back from the file
+    score_predictions(saved, X, 0.5, {ENV_EVALUATE_WEIGHTS: str(registered)})
+    assert sorted(loads) == sorted([saved.path.name, registered.name])  # each file loaded once
+    _, arrays = predictions.read(tmp_path / PREDICTIONS_FILE)
+    expected = predictions.score_both("sklearn", registered, saved.path, X)  # both loaded from their files
+    for name in predictions.ARRAYS:
+        assert np.array_equal(arrays[name], expected[name]), name
+    assert not np.array_equal(arrays["registered_raw"], arrays["rebuilt_raw"])  # two models, each its own scores
