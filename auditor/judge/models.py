@@ -49,7 +49,7 @@ def normal_form(path: str | os.PathLike, flavor: str) -> Any:
 def _normal_of(flavor: str, path: str, sha256: str) -> Any:  # sha256: the content the cached form was read from
     from auditor.flavors import module
 
-    return module(flavor).normal(path)
+    return _read_ahead_or(path, flavor, lambda: module(flavor).normal(path), sha256=sha256)
 
 
 def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -> tuple[WeightDiff, dict[str, str]]:
@@ -79,20 +79,22 @@ def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -
 #: normal forms of registered artifacts read while their rebuild ran: (flavour, path) -> the read (see ``read_ahead``)
 _AHEAD: dict[tuple[str, str], concurrent.futures.Future[tuple[str, Any]]] = {}
 _AHEAD_LOCK = threading.Lock()
-AHEAD_KEPT = 2  # reads kept waiting for their diff (each holds a normal form); an audit that failed never takes its own
+AHEAD_KEPT = 4  # reads kept waiting to be taken (each holds a normal form); an audit that failed never takes its own
 
 
-def read_ahead(path: str | os.PathLike, flavor: str | None) -> None:
-    """Read the registered artifact ``path``'s normal form in a background thread while its rebuild runs.
+def read_ahead(path: str | os.PathLike, flavor: str | None, *, snapshot: bool = False) -> None:
+    """Read the artifact ``path``'s normal form in a background thread while a rebuild runs.
 
     The auditor's process mostly waits for the rebuild, and a tree flavour's read is seconds (skops: 1-1.5 s for a
-    600-tree forest, issue 41). ``model_diff`` takes the read only where the file still has the bytes it was read
-    from; where it failed, the diff reads the file itself (its failure is worded as always); ``path`` passed ``refuse_unsafe`` first (the
-    caller's). PyTorch weights are streamed by the diff itself: not read here."""
+    600-tree forest, issue 41). The registered model is read as its rebuild starts (``model_diff`` takes it); the
+    rebuilt one as soon as the run has written it, while the run goes on to score both models and exit
+    (``normal_form`` takes it); ``snapshot``: the file is one a running process may still write, so its bytes are
+    copied first and the copy is hashed and read (a read of a file that changes under it cannot pass for other
+    bytes). A read is taken only where the file still has the bytes it was read from; where it failed, the file is
+    read again (its failure worded as always). ``path`` passed ``refuse_unsafe`` first (the caller's). PyTorch
+    weights are streamed by the diff itself: not read here."""
     if _streamed(flavor):
         return
-    from auditor.flavors import module
-
     key = (flavor, os.fspath(path))
     future: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
     with _AHEAD_LOCK:
@@ -101,28 +103,50 @@ def read_ahead(path: str | os.PathLike, flavor: str | None) -> None:
             _AHEAD.pop(next(iter(_AHEAD)))
 
     def read() -> None:
-        from auditor.judge.weights import sha256_file
-
         try:
-            before = sha256_file(path)
-            normal = module(flavor).normal(path)
-            future.set_result((before if sha256_file(path) == before else "", normal))
+            future.set_result(_copied_and_read(path, flavor) if snapshot else _read_unchanged(path, flavor))
         except BaseException as exc:  # noqa: BLE001 - handed to the diff, which words it as a read of its own would
             future.set_exception(exc)
 
     threading.Thread(target=read, name=f"repro-read-ahead-{flavor}", daemon=True).start()
 
 
-def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T]) -> T:
-    """The normal form ``read_ahead`` took of ``path`` when the file still holds those bytes, else ``read()``."""
+def _read_unchanged(path: str | os.PathLike, flavor: str) -> tuple[str, Any]:
+    """(sha256, normal form) of a file nobody writes; the sha256 is empty where it changed during the read."""
+    from auditor.flavors import module
+    from auditor.judge.weights import sha256_file
+
+    before = sha256_file(path)
+    normal = module(flavor).normal(path)
+    return before if sha256_file(path) == before else "", normal
+
+
+def _copied_and_read(path: str | os.PathLike, flavor: str) -> tuple[str, Any]:
+    """(sha256, normal form) of a private copy of ``path`` (same name, in a folder of its own, removed after)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from auditor.flavors import module
+    from auditor.judge.weights import sha256_file
+
+    with tempfile.TemporaryDirectory(prefix="repro-read-ahead-") as folder:
+        copy = Path(folder) / Path(path).name
+        shutil.copyfile(path, copy)
+        return sha256_file(copy), module(flavor).normal(copy)
+
+
+def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T], *, sha256: str | None = None) -> T:
+    """The normal form ``read_ahead`` took of ``path`` when the file holds those bytes (``sha256``: as hashed by the
+    caller; else hashed now), else ``read()``."""
     from auditor.judge.weights import sha256_file
 
     with _AHEAD_LOCK:
         future = _AHEAD.pop((flavor, os.fspath(path)), None)
     if future is None or future.exception() is not None:  # a failure ahead is not the file's: only a read now counts
         return read()
-    sha256, normal = future.result()
-    return normal if sha256 and sha256 == sha256_file(path) else read()
+    ahead, normal = future.result()
+    return normal if ahead and ahead == (sha256 or sha256_file(path)) else read()
 
 
 def _registered(path: str | os.PathLike, kind: str, read: Callable[[], T]) -> T:

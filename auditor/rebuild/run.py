@@ -8,6 +8,7 @@ and turns what the entrypoint left in its output folder into a ``RunResult``. A 
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from auditor.settings import Settings
 
 RUNNERS = RUNNER.choices
+WATCH_S = 0.05  # how often a running rebuild's folder is looked at for its model file (``_read_once_written``)
 
 
 def make_runner(name: str, settings: Settings) -> Runner:
@@ -150,8 +152,11 @@ def run_recipe(
            **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s, fresh)
     flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
-    _read_while_running(flavor, evaluate)
-    outcome = runner.run(spec)
+    ended = _read_while_running(flavor, evaluate, output_dir / model_file(flavor))
+    try:
+        outcome = runner.run(spec)
+    finally:
+        ended.set()
     if not outcome.ok:
         raise _crashed(spec, outcome)
     metrics = _read_metrics(output_dir, outcome)
@@ -204,9 +209,11 @@ def _segment_env(output_dir: Path, resume: Path | None, stop_step: int | None) -
     return extra
 
 
-def _read_while_running(flavor: str | None, registered: Path | None) -> None:
+def _read_while_running(flavor: str | None, registered: Path | None, rebuilt: Path) -> threading.Event:
     """What the auditor reads after the run, read while it runs (its process mostly waits): the registered model's
-    normal form where the run evaluates it (``judge.models.read_ahead``), else the flavour's reading libraries."""
+    normal form where the run evaluates it (``judge.models.read_ahead``), else the flavour's reading libraries; and
+    the rebuilt model's as soon as the run has written it (the run then scores both models and exits: a second or
+    more for a large forest). Returns the event to set when the run has ended (the watch for ``rebuilt`` stops)."""
     from auditor.flavors import prefetch
     from auditor.judge.models import read_ahead
 
@@ -214,6 +221,21 @@ def _read_while_running(flavor: str | None, registered: Path | None) -> None:
         read_ahead(registered, flavor)
     else:
         prefetch(flavor)
+    ended = threading.Event()
+    if flavor not in (None, "torch"):  # PyTorch weights are streamed by the diff, never read ahead
+        threading.Thread(target=_read_once_written, args=(rebuilt, flavor, ended), name="repro-watch-rebuilt",
+                         daemon=True).start()
+    return ended
+
+
+def _read_once_written(path: Path, flavor: str, ended: threading.Event) -> None:
+    """Read ``path`` ahead (a copy of its bytes: the run may still write it) once it exists, unless the run ends first."""
+    from auditor.judge.models import read_ahead
+
+    while not ended.wait(WATCH_S):
+        if path.exists():
+            read_ahead(path, flavor, snapshot=True)
+            return
 
 
 def _run_spec(record: RunRecord, workspace: Workspace, output_dir: Path, env: dict[str, str], timeout_s: float,

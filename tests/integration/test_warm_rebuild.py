@@ -252,6 +252,24 @@ def test_a_file_the_script_leaves_open_is_flushed_as_a_fresh_interpreter_flushes
     assert zipfile.is_zipfile(warm_out / "model.zip") and zipfile.is_zipfile(fresh_out / "model.zip")
 
 
+def test_a_file_held_in_a_reference_cycle_and_never_closed_is_flushed_as_a_fresh_interpreter_flushes_it(tmp_path):
+    """A fresh interpreter's last garbage collection closes (and flushes) a file that only a reference cycle still
+    holds at exit: a warm rebuild must not skip that collection (a ``gc.freeze`` at exit, as the auditor's own CLI
+    does, would leave this metrics file empty: measured for issue 41, where it would have saved 0.3 s)."""
+    (fresh, fresh_out), (warm, warm_out) = _both(tmp_path, ["python", "train.py"], {"train.py": """
+        import os
+        class Writer:
+            def __init__(self, path):
+                self.handle = open(path, "w")
+                self.write = self.handle.write
+                self.me = self  # a cycle: only the collector releases it
+        writer = Writer(os.environ["REPRO_OUTPUT_DIR"] + "/metrics.json")
+        writer.write('{"auc": 0.9}')
+        """})
+    assert fresh.ok and warm.ok and warm.warm
+    assert (warm_out / "metrics.json").read_text() == (fresh_out / "metrics.json").read_text() == '{"auc": 0.9}'
+
+
 def test_python_dash_m_keeps_the_module_as_main_for_its_atexit_handlers(tmp_path):
     (fresh, _), (warm, _) = _both(tmp_path, ["python", "-m", "trainmod"], {"trainmod.py": """
         import atexit, pickle, sys

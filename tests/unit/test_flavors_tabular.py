@@ -219,3 +219,95 @@ def test_a_registered_model_read_ahead_is_used_only_for_the_bytes_it_was_read_fr
     _AHEAD[(kind, os.fspath(garbage))].exception()
     shutil.copyfile(same, garbage)
     assert model_diff(garbage, same, kind)[0].identical
+
+
+def test_lightgbm_knobs_equal_the_parameters_of_the_whole_text_model():
+    """Issue 41: the knobs are read from the first iteration's text (the parameters block does not depend on how
+    many trees are written): they equal those of the whole model's text, for binary, multi-class, DART and RF
+    boosting and a booster with no tree."""
+    lightgbm = pytest.importorskip("lightgbm")
+    flavour = module("lightgbm")
+    x = np.random.default_rng(0).normal(size=(300, 4))
+    y, classes = (x[:, 0] > 0).astype(int), (np.abs(x[:, 1]) * 2).astype(int) % 3
+    models = [lightgbm.LGBMClassifier(n_estimators=30, verbose=-1, n_jobs=1).fit(x, y),
+              lightgbm.LGBMClassifier(n_estimators=10, verbose=-1, boosting_type="dart", subsample=0.5,
+                                      subsample_freq=1, deterministic=True).fit(x, y),
+              lightgbm.LGBMClassifier(n_estimators=10, verbose=-1, objective="multiclass").fit(x, classes),
+              lightgbm.LGBMRegressor(n_estimators=5, verbose=-1, boosting_type="rf", subsample=0.5,
+                                     subsample_freq=1).fit(x, x[:, 2]),
+              lightgbm.Booster(params={"objective": "binary", "verbose": -1, "seed": 3}, train_set=lightgbm.Dataset(x, y))]
+    for model in models:
+        whole = flavour._blocks(flavour.booster(model).model_to_string(num_iteration=-1))[2]
+        knobs = flavour.knobs(model)
+        assert knobs and {k: v for k, v in knobs.items() if not k.startswith("param.")} == {
+            k: whole[k] for k in flavour.KNOBS if k in whole}
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "sklearn"])
+def test_a_rebuilt_model_read_while_its_run_may_still_write_it_counts_only_for_the_bytes_it_read(kind, tmp_path, monkeypatch):
+    """Issue 41: the rebuilt model is read as soon as its run has written it (``read_ahead(..., snapshot=True)``),
+    while the run may still write it: a copy of its bytes is hashed and read, so a file swapped for another model
+    and back during the read cannot pass that other model's form for its own bytes; ``normal_form`` takes the read
+    only where the file still holds the bytes read, else reads the file again."""
+    import shutil
+
+    from auditor.judge.models import _AHEAD, _normal_of, normal_form, read_ahead
+
+    flavour = module(kind)
+    rebuilt, a, b = tmp_path / "rebuilt", tmp_path / "a", tmp_path / "b"
+    flavour.save(_fit(kind), a)
+    flavour.save(_fit(kind, **CHANGED[kind]), b)
+    digest_a, digest_b = flavour.normal(a).digest(), flavour.normal(b).digest()
+    assert digest_a != digest_b
+    real = flavour.normal
+
+    def swapping(path):  # the run's process puts another model in place while the auditor reads, then puts it back
+        shutil.copyfile(b, rebuilt)
+        form = real(path)
+        shutil.copyfile(a, rebuilt)
+        return form
+
+    def refused(path):
+        raise AssertionError(f"{path} read again")
+
+    shutil.copyfile(a, rebuilt)
+    monkeypatch.setattr(flavour, "normal", swapping)
+    read_ahead(rebuilt, kind, snapshot=True)
+    _AHEAD[(kind, os.fspath(rebuilt))].result()
+    monkeypatch.setattr(flavour, "normal", refused)
+    _normal_of.cache_clear()
+    assert normal_form(rebuilt, kind).digest() == digest_a  # the read ahead, taken, and of the bytes it hashed
+    assert not _AHEAD
+
+    monkeypatch.setattr(flavour, "normal", real)
+    read_ahead(rebuilt, kind, snapshot=True)
+    _AHEAD[(kind, os.fspath(rebuilt))].result()
+    shutil.copyfile(b, rebuilt)  # the run wrote its model again after the read
+    _normal_of.cache_clear()
+    assert normal_form(rebuilt, kind).digest() == digest_b
+
+
+def test_the_rebuilt_model_is_read_once_it_is_written_and_not_after_its_run_ended(tmp_path):
+    """The watch ``rebuild.run`` keeps on a run's folder: the model file is read ahead once it appears; a run that
+    ended without writing it leaves nothing read."""
+    import threading
+    import time
+
+    from auditor.judge.models import _AHEAD
+    from auditor.rebuild.run import _read_once_written
+
+    flavour = module("xgboost")
+    path, never = tmp_path / "model", tmp_path / "never"
+    ended = threading.Event()
+    watch = threading.Thread(target=_read_once_written, args=(path, "xgboost", ended))
+    watch.start()
+    flavour.save(_fit("xgboost"), path)
+    watch.join(timeout=30)
+    assert not watch.is_alive() and _AHEAD.pop(("xgboost", os.fspath(path))).result()[0]
+    ended.set()
+    late = threading.Thread(target=_read_once_written, args=(never, "xgboost", ended))
+    late.start()
+    late.join(timeout=30)
+    flavour.save(_fit("xgboost"), never)
+    time.sleep(0.2)
+    assert not late.is_alive() and ("xgboost", os.fspath(never)) not in _AHEAD
