@@ -7,6 +7,7 @@ and sizes are checked (no path games, no archive bombs: FACTS.md, tarfile's filt
 
 from __future__ import annotations
 
+import io
 import os
 import zipfile
 from collections.abc import Mapping
@@ -31,16 +32,20 @@ def write_bundle(members: Mapping[str, bytes], target: str | os.PathLike) -> Non
     partial.replace(target)
 
 
-def read_bundle(path: str | os.PathLike, expected: tuple[str, ...]) -> dict[str, bytes]:
-    """The members named ``expected``, in memory; ``MalformedRecord`` for anything else in the archive."""
+def read_bundle(path: str | os.PathLike | bytes, expected: tuple[str, ...], *, name: str | None = None) -> dict[str, bytes]:
+    """The members named ``expected``, in memory; ``MalformedRecord`` for anything else in the archive. ``path`` may
+    be the archive's bytes, already read (``name`` says whose, in messages)."""
+    if isinstance(path, bytes):
+        path, name = io.BytesIO(path), name or "the model bundle"
+    where = name or path
     try:
         with zipfile.ZipFile(path) as z:
             infos = z.infolist()
             names = sorted(i.filename for i in infos)
             if len(infos) > MAX_MEMBERS or sum(i.file_size for i in infos) > MAX_BYTES:
-                raise MalformedRecord(f"{path}: {len(infos)} members / {sum(i.file_size for i in infos)} bytes is over the limit")
+                raise MalformedRecord(f"{where}: {len(infos)} members / {sum(i.file_size for i in infos)} bytes is over the limit")
             if names != sorted(expected):
-                raise MalformedRecord(f"{path}: holds {names}, expected exactly {sorted(expected)}")
+                raise MalformedRecord(f"{where}: holds {names}, expected exactly {sorted(expected)}")
             return {name: z.read(name) for name in expected}
     except zipfile.BadZipFile as exc:
-        raise MalformedRecord(f"{path} is not a model bundle (zip): {exc}") from None
+        raise MalformedRecord(f"{where} is not a model bundle (zip): {exc}") from None

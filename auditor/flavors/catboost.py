@@ -107,7 +107,12 @@ def _flat(value: Any) -> list[float]:
 
 
 def normal(path: str | os.PathLike) -> Normal:
-    return normal_json(json.loads(read_bundle(path, MEMBERS)["model.json"]))
+    return normal_data(Path(path).read_bytes(), os.fspath(path))
+
+
+def normal_data(data: bytes, name: str) -> Normal:
+    """The normal form of a bundle's bytes (its JSON dump, parsed as data); ``name`` says whose, in messages."""
+    return normal_json(json.loads(read_bundle(data, MEMBERS, name=name)["model.json"]))
 
 
 def knobs(model: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ text prints with 6 digits only (they are training statistics, not used to predic
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -149,10 +150,16 @@ def _ordered(line: str, params: dict[str, str]) -> str:
 
 
 def normal(path: str | os.PathLike) -> Normal:
+    return normal_data(Path(path).read_bytes(), os.fspath(path))
+
+
+def normal_data(data: bytes, name: str) -> Normal:
+    """The normal form of a text model's bytes, decoded as ``Path.read_text`` decodes a file (UTF-8, universal
+    newlines); ``name`` says whose, in messages."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
     except UnicodeDecodeError:
-        raise MalformedRecord(f"{path} is not a LightGBM text model (not UTF-8 text)") from None
+        raise MalformedRecord(f"{name} is not a LightGBM text model (not UTF-8 text)") from None
     return normal_text(text)
 
 

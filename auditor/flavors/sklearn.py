@@ -12,6 +12,7 @@ skops's object ids (array file names in the zip) are not the model: the normal f
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import zipfile
@@ -97,21 +98,24 @@ def _types(node: Any) -> Iterator[str]:
             yield from _types(value)
 
 
-def file_types(path: str | os.PathLike) -> set[str]:
-    """Every type ``path``'s schema names, read as JSON (nothing loaded)."""
+def file_types(path: str | os.PathLike | bytes, name: str | None = None) -> set[str]:
+    """Every type ``path``'s schema names, read as JSON (nothing loaded); ``path`` may be the file's bytes, already
+    read (``name`` says whose, in messages)."""
+    where = name or ("the skops file" if isinstance(path, bytes) else path)
     try:
-        with zipfile.ZipFile(path) as z:
+        with zipfile.ZipFile(io.BytesIO(path) if isinstance(path, bytes) else path) as z:
             schema = json.loads(z.read("schema.json"))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise MalformedRecord(f"{path} is not a skops file: {exc}") from None
+        raise MalformedRecord(f"{where} is not a skops file: {exc}") from None
     return set(_types(schema))
 
 
-def check_trusted(path: str | os.PathLike) -> None:
-    """``UntrustedModel`` naming every type of ``path`` the loader does not trust (``trusted``)."""
-    untrusted = sorted(t for t in file_types(path) if not trusted(t))
+def check_trusted(path: str | os.PathLike | bytes, name: str | None = None) -> None:
+    """``UntrustedModel`` naming every type of ``path`` (or of these bytes: ``file_types``) the loader does not trust."""
+    untrusted = sorted(t for t in file_types(path, name) if not trusted(t))
     if untrusted:
-        raise UntrustedModel(f"{path} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
+        where = name or ("the skops file" if isinstance(path, bytes) else path)
+        raise UntrustedModel(f"{where} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
                              hint="save the model with scikit-learn types only (auditor.flavors.sklearn.trusted), or audit it in a sandbox")
 
 
@@ -153,14 +157,19 @@ def save(model: Any, target: str | os.PathLike) -> None:
 
 def load(path: str | os.PathLike) -> Any:
     """The estimator, loaded by skops trusting only allow-listed types (checked first, from the schema)."""
+    return load_data(Path(path).read_bytes(), os.fspath(path))
+
+
+def load_data(data: bytes, name: str) -> Any:
+    """``load`` of a file's bytes, already read: the checks and the load see the same bytes (``name``: in messages)."""
     import skops.io
 
-    check_trusted(path)
-    untrusted = skops.io.get_untrusted_types(file=str(path))
+    check_trusted(data, name)
+    untrusted = skops.io.get_untrusted_types(data=data)
     outside = sorted(t for t in untrusted if not trusted(t))
     if outside:
-        raise UntrustedModel(f"{path}: skops lists type(s) outside the allow-list of trusted types: {', '.join(outside)}; it is not loaded")
-    return skops.io.load(str(path), trusted=list(untrusted))
+        raise UntrustedModel(f"{name}: skops lists type(s) outside the allow-list of trusted types: {', '.join(outside)}; it is not loaded")
+    return skops.io.loads(data, trusted=list(untrusted))
 
 
 def _tree(t: Any) -> Forest:
@@ -267,6 +276,11 @@ def normal_of(model: Any) -> Normal:
 
 def normal(path: str | os.PathLike) -> Normal:
     return normal_of(load(path))
+
+
+def normal_data(data: bytes, name: str) -> Normal:
+    """``normal`` of a file's bytes, already read (``name`` says whose, in messages)."""
+    return normal_of(load_data(data, name))
 
 
 def knobs(model: Any) -> dict[str, Any]:

@@ -155,9 +155,22 @@ def _categorical(trees: Any) -> list[dict[str, Any]]:
 
 def normal(path: str | os.PathLike) -> Normal:
     """Read the bundle as data: the UBJSON as XGBoost wrote it (no pickle, no code), in the installed XGBoost's form."""
-    members = read_bundle(path, MEMBERS)
+    return normal_data(Path(path).read_bytes(), os.fspath(path))
+
+
+def normal_data(data: bytes, name: str) -> Normal:
+    """``normal`` of a bundle's bytes, already read (``name`` says whose, in messages). The whole document, to name a
+    difference the ladder does not, is made from these same bytes when asked (never from the file again: it may have
+    changed since)."""
+    members = read_bundle(data, MEMBERS, name=name)
     raw, doc = _read(members.pop("model.ubj"))
-    return normal_from(doc, json.loads(members.pop("config.json")), raw=raw, document=functools.partial(_document, path))
+    return normal_from(doc, json.loads(members.pop("config.json")), raw=raw, document=functools.partial(_document, data))
+
+
+def _document(data: bytes) -> Any:
+    """The whole model document of a bundle's bytes, as JSON holds it (lists of numbers): to name a difference."""
+    raw, doc = _read(read_bundle(data, MEMBERS)["model.ubj"])
+    return ubjson.plain(raw, doc)
 
 
 def _read(raw: bytes) -> tuple[bytes, dict[str, Any]]:
@@ -189,12 +202,6 @@ def _installed_version() -> str:
         import xgboost  # not installed as a distribution: its import says so (or the module knows its version)
 
         return str(xgboost.__version__)
-
-
-def _document(path: str | os.PathLike) -> Any:
-    """The whole model document of ``path``, as JSON holds it (lists of numbers): read again, to name a difference."""
-    raw, doc = _read(read_bundle(path, MEMBERS)["model.ubj"])
-    return ubjson.plain(raw, doc)
 
 
 def knobs(model: Any) -> dict[str, Any]:

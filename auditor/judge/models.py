@@ -11,12 +11,12 @@ reproduction), leaf values and fitted arrays are measured (max |Δ|, relative L2
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from auditor.digests import sha256_digest
 from auditor.judge.result import TensorDiff, WeightDiff
 
 T = TypeVar("T")
@@ -39,17 +39,43 @@ def canonical_sha256(path: str | os.PathLike, flavor: str | None) -> str:
 def normal_form(path: str | os.PathLike, flavor: str) -> Any:
     """``flavor``'s normal form of the file at ``path``, read once per content: an audit reads the rebuilt model for its
     digest and again for the diff, a calibration each rerun's model once per pair; a tree flavour's read (skops, a
-    booster) costs more than hashing the file."""
-    from auditor.judge.weights import sha256_file
+    booster) costs more than hashing the file. The bytes are read once, hashed and parsed: the form is of the bytes
+    hashed, whatever writes the file meanwhile."""
+    data = _bytes_of(path)
+    key = (flavor, os.fspath(path), sha256_digest(data))
+    with _FORMS_LOCK:
+        if key in _FORMS:
+            return _FORMS[key]
+    normal = _read_ahead_or(path, flavor, lambda: _parsed(data, flavor, key[1]), sha256=key[2])
+    with _FORMS_LOCK:
+        _FORMS[key] = normal
+        while len(_FORMS) > FORMS_KEPT:
+            _FORMS.pop(next(iter(_FORMS)))
+    return normal
 
-    return _normal_of(flavor, os.fspath(path), sha256_file(path))
+
+#: normal forms by (flavour, path, sha256 of the bytes they were parsed from), the last ``FORMS_KEPT`` read
+_FORMS: dict[tuple[str, str, str], Any] = {}
+_FORMS_LOCK = threading.Lock()
+FORMS_KEPT = 4
 
 
-@functools.lru_cache(maxsize=4)
-def _normal_of(flavor: str, path: str, sha256: str) -> Any:  # sha256: the content the cached form was read from
+def _bytes_of(path: str | os.PathLike) -> bytes:
+    """The file's bytes; a missing file is ``NotFound`` (as ``judge.weights.sha256_file`` says it)."""
+    from pathlib import Path
+
+    from auditor.errors import NotFound
+
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise NotFound(f"weights file {path} does not exist") from None
+
+
+def _parsed(data: bytes, flavor: str, name: str) -> Any:
     from auditor.flavors import module
 
-    return _read_ahead_or(path, flavor, lambda: module(flavor).normal(path), sha256=sha256)
+    return module(flavor).normal_data(data, name)
 
 
 def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -> tuple[WeightDiff, dict[str, str]]:
@@ -67,32 +93,30 @@ def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -
 
         _registered(a, "safetensors (PyTorch)", lambda: _index(Path(a)))
         return diff_safetensors(a, b), {}
-    from auditor.flavors import module
     from auditor.flavors.base import diff_normals
 
-    flavour = module(flavor)
     # the registered file: never from the cache of normal forms; read ahead only as these very bytes (``read_ahead``)
-    registered = _registered(a, flavor, lambda: _read_ahead_or(a, flavor, lambda: flavour.normal(a)))
+    registered = _registered(a, flavor, lambda: _read_ahead_or(a, flavor, lambda: _parsed(_bytes_of(a), flavor, os.fspath(a))))
     return as_weight_diff(diff_normals(registered, normal_form(b, flavor)), flavor)
 
 
-#: normal forms of registered artifacts read while their rebuild ran: (flavour, path) -> the read (see ``read_ahead``)
+#: normal forms read while a rebuild ran: (flavour, path) -> the read (see ``read_ahead``)
 _AHEAD: dict[tuple[str, str], concurrent.futures.Future[tuple[str, Any]]] = {}
 _AHEAD_LOCK = threading.Lock()
 AHEAD_KEPT = 4  # reads kept waiting to be taken (each holds a normal form); an audit that failed never takes its own
 
 
-def read_ahead(path: str | os.PathLike, flavor: str | None, *, snapshot: bool = False) -> None:
+def read_ahead(path: str | os.PathLike, flavor: str | None) -> None:
     """Read the artifact ``path``'s normal form in a background thread while a rebuild runs.
 
     The auditor's process mostly waits for the rebuild, and a tree flavour's read is seconds (skops: 1-1.5 s for a
     600-tree forest, issue 41). The registered model is read as its rebuild starts (``model_diff`` takes it); the
     rebuilt one as soon as the run has written it, while the run goes on to score both models and exit
-    (``normal_form`` takes it); ``snapshot``: the file is one a running process may still write, so its bytes are
-    copied first and the copy is hashed and read (a read of a file that changes under it cannot pass for other
-    bytes). A read is taken only where the file still has the bytes it was read from; where it failed, the file is
-    read again (its failure worded as always). ``path`` passed ``refuse_unsafe`` first (the caller's). PyTorch
-    weights are streamed by the diff itself: not read here."""
+    (``normal_form`` takes it). The file's bytes are read once, hashed and parsed, so a file that a running process
+    writes (or swaps and puts back) while it is read cannot pass one content's form for another's; a read is taken
+    only where the file holds the bytes read when it is taken; where it failed, the file is read again (its failure
+    worded as always). ``path`` passed ``refuse_unsafe`` first (the caller's). PyTorch weights are streamed by the
+    diff itself: not read here."""
     if _streamed(flavor):
         return
     key = (flavor, os.fspath(path))
@@ -104,36 +128,18 @@ def read_ahead(path: str | os.PathLike, flavor: str | None, *, snapshot: bool = 
 
     def read() -> None:
         try:
-            future.set_result(_copied_and_read(path, flavor) if snapshot else _read_unchanged(path, flavor))
+            data = _bytes_of(path)
+            future.set_result((sha256_digest(data), _parsed(data, flavor, key[1])))
         except BaseException as exc:  # noqa: BLE001 - handed to the diff, which words it as a read of its own would
             future.set_exception(exc)
 
     threading.Thread(target=read, name=f"repro-read-ahead-{flavor}", daemon=True).start()
 
 
-def _read_unchanged(path: str | os.PathLike, flavor: str) -> tuple[str, Any]:
-    """(sha256, normal form) of a file nobody writes; the sha256 is empty where it changed during the read."""
-    from auditor.flavors import module
-    from auditor.judge.weights import sha256_file
-
-    before = sha256_file(path)
-    normal = module(flavor).normal(path)
-    return before if sha256_file(path) == before else "", normal
-
-
-def _copied_and_read(path: str | os.PathLike, flavor: str) -> tuple[str, Any]:
-    """(sha256, normal form) of a private copy of ``path`` (same name, in a folder of its own, removed after)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from auditor.flavors import module
-    from auditor.judge.weights import sha256_file
-
-    with tempfile.TemporaryDirectory(prefix="repro-read-ahead-") as folder:
-        copy = Path(folder) / Path(path).name
-        shutil.copyfile(path, copy)
-        return sha256_file(copy), module(flavor).normal(copy)
+def forget_ahead(path: str | os.PathLike, flavor: str | None) -> None:
+    """Drop a read ahead of ``path`` nobody will take (its run failed): its normal form is not kept waiting."""
+    with _AHEAD_LOCK:
+        _AHEAD.pop((str(flavor), os.fspath(path)), None)
 
 
 def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T], *, sha256: str | None = None) -> T:
@@ -146,7 +152,7 @@ def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T], 
     if future is None or future.exception() is not None:  # a failure ahead is not the file's: only a read now counts
         return read()
     ahead, normal = future.result()
-    return normal if ahead and ahead == (sha256 or sha256_file(path)) else read()
+    return normal if ahead == (sha256 or sha256_file(path)) else read()
 
 
 def _registered(path: str | os.PathLike, kind: str, read: Callable[[], T]) -> T:

@@ -142,6 +142,7 @@ def run_recipe(
     evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
     from auditor.flavors.unsafe import refuse_unsafe
+    from auditor.judge.models import forget_ahead
     from auditor.judge.weights import sha256_file
 
     if evaluate is not None:
@@ -158,6 +159,7 @@ def run_recipe(
     finally:
         ended.set()
     if not outcome.ok:
+        forget_ahead(output_dir / model_file(flavor), flavor)
         raise _crashed(spec, outcome)
     metrics = _read_metrics(output_dir, outcome)
     weights = output_dir / model_file(flavor)
@@ -229,12 +231,14 @@ def _read_while_running(flavor: str | None, registered: Path | None, rebuilt: Pa
 
 
 def _read_once_written(path: Path, flavor: str, ended: threading.Event) -> None:
-    """Read ``path`` ahead (a copy of its bytes: the run may still write it) once it exists, unless the run ends first."""
+    """Read ``path`` ahead once it exists (its first version: one written again is read again after the run), unless
+    the run ends first."""
     from auditor.judge.models import read_ahead
 
     while not ended.wait(WATCH_S):
         if path.exists():
-            read_ahead(path, flavor, snapshot=True)
+            if not ended.is_set():  # a run that has ended meanwhile is read by its caller at once
+                read_ahead(path, flavor)
             return
 
 

@@ -32,7 +32,8 @@ class SavedModel:
     knobs: dict[str, Any] = field(default_factory=dict)
     #: the model as read back from ``path`` where its normal form is read from the loaded model (scikit-learn): its
     #: rebuild's scores are taken from it rather than from a second load of the same file (a skops load of a large
-    #: forest takes about a second); never recorded
+    #: forest takes about a second); never recorded, and never normalised again once scored (a KNeighbors tree's
+    #: call counters move as it predicts)
     loaded: Any = field(default=None, repr=False, compare=False)
 
 

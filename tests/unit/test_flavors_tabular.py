@@ -245,13 +245,13 @@ def test_lightgbm_knobs_equal_the_parameters_of_the_whole_text_model():
 
 @pytest.mark.parametrize("kind", ["xgboost", "sklearn"])
 def test_a_rebuilt_model_read_while_its_run_may_still_write_it_counts_only_for_the_bytes_it_read(kind, tmp_path, monkeypatch):
-    """Issue 41: the rebuilt model is read as soon as its run has written it (``read_ahead(..., snapshot=True)``),
-    while the run may still write it: a copy of its bytes is hashed and read, so a file swapped for another model
-    and back during the read cannot pass that other model's form for its own bytes; ``normal_form`` takes the read
-    only where the file still holds the bytes read, else reads the file again."""
+    """Issue 41: the rebuilt model is read as soon as its run has written it (``read_ahead``), while the run may
+    still write it: its bytes are read once, hashed and parsed, so a file swapped for another model and back during
+    the read cannot pass that other model's form for its own bytes; ``normal_form`` takes the read only where the
+    file still holds the bytes read, else reads the file again."""
     import shutil
 
-    from auditor.judge.models import _AHEAD, _normal_of, normal_form, read_ahead
+    from auditor.judge.models import _AHEAD, _FORMS, normal_form, read_ahead
 
     flavour = module(kind)
     rebuilt, a, b = tmp_path / "rebuilt", tmp_path / "a", tmp_path / "b"
@@ -259,31 +259,36 @@ def test_a_rebuilt_model_read_while_its_run_may_still_write_it_counts_only_for_t
     flavour.save(_fit(kind, **CHANGED[kind]), b)
     digest_a, digest_b = flavour.normal(a).digest(), flavour.normal(b).digest()
     assert digest_a != digest_b
-    real = flavour.normal
+    real, real_data = flavour.normal, flavour.normal_data
 
-    def swapping(path):  # the run's process puts another model in place while the auditor reads, then puts it back
-        shutil.copyfile(b, rebuilt)
-        form = real(path)
-        shutil.copyfile(a, rebuilt)
-        return form
+    def swapped(read):  # the run's process puts another model in place while the auditor parses, then puts it back
+        def reading(*args):
+            shutil.copyfile(b, rebuilt)
+            form = read(*args)
+            shutil.copyfile(a, rebuilt)
+            return form
+        return reading
 
-    def refused(path):
-        raise AssertionError(f"{path} read again")
+    def refused(*args):
+        raise AssertionError(f"{args[-1]} read again")
 
     shutil.copyfile(a, rebuilt)
-    monkeypatch.setattr(flavour, "normal", swapping)
-    read_ahead(rebuilt, kind, snapshot=True)
+    monkeypatch.setattr(flavour, "normal", swapped(real))  # whichever way the flavour is asked to read
+    monkeypatch.setattr(flavour, "normal_data", swapped(real_data))
+    read_ahead(rebuilt, kind)
     _AHEAD[(kind, os.fspath(rebuilt))].result()
     monkeypatch.setattr(flavour, "normal", refused)
-    _normal_of.cache_clear()
+    monkeypatch.setattr(flavour, "normal_data", refused)
+    _FORMS.clear()
     assert normal_form(rebuilt, kind).digest() == digest_a  # the read ahead, taken, and of the bytes it hashed
     assert not _AHEAD
 
     monkeypatch.setattr(flavour, "normal", real)
-    read_ahead(rebuilt, kind, snapshot=True)
+    monkeypatch.setattr(flavour, "normal_data", real_data)
+    read_ahead(rebuilt, kind)
     _AHEAD[(kind, os.fspath(rebuilt))].result()
     shutil.copyfile(b, rebuilt)  # the run wrote its model again after the read
-    _normal_of.cache_clear()
+    _FORMS.clear()
     assert normal_form(rebuilt, kind).digest() == digest_b
 
 
@@ -311,3 +316,20 @@ def test_the_rebuilt_model_is_read_once_it_is_written_and_not_after_its_run_ende
     flavour.save(_fit("xgboost"), never)
     time.sleep(0.2)
     assert not late.is_alive() and ("xgboost", os.fspath(never)) not in _AHEAD
+
+
+def test_an_xgboost_difference_is_named_from_the_bytes_read_not_from_the_file_again(tmp_path):
+    """The whole XGBoost document (read to name a difference the tree ladder does not see: gblinear, dart) is made
+    from the bytes the normal form was read from: the files may be gone or rewritten by then (a read ahead)."""
+    xgboost = pytest.importorskip("xgboost")
+    flavour = module("xgboost")
+    x = np.random.default_rng(0).normal(size=(200, 4))
+    y = (x[:, 0] > 0).astype(int)
+    a, b = tmp_path / "a", tmp_path / "b"
+    flavour.save(xgboost.XGBClassifier(booster="gblinear", n_estimators=5, learning_rate=0.5).fit(x, y), a)
+    flavour.save(xgboost.XGBClassifier(booster="gblinear", n_estimators=5, learning_rate=0.3).fit(x, y), b)
+    na, nb = flavour.normal(a), flavour.normal_data(b.read_bytes(), str(b))
+    a.unlink()
+    b.write_bytes(b"rewritten")
+    diff = diff_normals(na, nb)
+    assert not diff.identical and "gradient_booster.model.weights[0]" in (diff.first or "")
