@@ -159,17 +159,25 @@ def normal(path: str | os.PathLike) -> Normal:
 
 
 def normal_data(data: bytes, name: str) -> Normal:
-    """``normal`` of a bundle's bytes, already read (``name`` says whose, in messages). The whole document, to name a
-    difference the ladder does not, is made from these same bytes when asked (never from the file again: it may have
-    changed since)."""
+    """``normal`` of the bytes of the bundle at ``name``, already read. The whole document, to name a difference the
+    ladder does not, is read from ``name`` again when asked, and only while it holds these bytes (``_document``)."""
     members = read_bundle(data, MEMBERS, name=name)
     raw, doc = _read(members.pop("model.ubj"))
-    return normal_from(doc, json.loads(members.pop("config.json")), raw=raw, document=functools.partial(_document, data))
+    return normal_from(doc, json.loads(members.pop("config.json")), raw=raw,
+                       document=functools.partial(_document, name, sha256_digest(data)))
 
 
-def _document(data: bytes) -> Any:
-    """The whole model document of a bundle's bytes, as JSON holds it (lists of numbers): to name a difference."""
-    raw, doc = _read(read_bundle(data, MEMBERS)["model.ubj"])
+def _document(path: str, sha256: str) -> Any:
+    """The whole model document of ``path``, as JSON holds it (lists of numbers): read again, to name a difference,
+    only while the file holds the bytes the normal form was read from (never another model's document); the bytes
+    are not kept meanwhile (a tree diff's memory stays within twice the two files, issue 41)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise MalformedRecord(f"{path} cannot be read again to name how it differs: {exc}") from None
+    if sha256_digest(data) != sha256:
+        raise MalformedRecord(f"{path} changed since it was read: its whole document is not read to name a difference")
+    raw, doc = _read(read_bundle(data, MEMBERS, name=path)["model.ubj"])
     return ubjson.plain(raw, doc)
 
 

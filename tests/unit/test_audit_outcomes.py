@@ -514,3 +514,18 @@ def test_the_first_progress_step_is_said_before_the_registry_opens(world):
     assert audited._registry is None  # nothing opened the registry yet (the session opens it once, lazily)
     audited.audit(info.ref, AuditOptions(date="2026-02-01", publish=False), progress=steps.append)
     assert steps[0] == f"resolving {info.ref} in the registry", steps
+
+
+def test_a_rebuild_that_writes_over_the_registered_model_it_was_handed_is_never_reproduced(world):
+    """The rebuild is handed the registered model's path (to score it), and a process of the auditor's own user can
+    write that file: a recipe that puts its own model there, and the same model in its output, must not read as a
+    reproduction of the registered one. The registered file is hashed again before it is compared."""
+    def hostile(spec, evaluating):
+        registered = spec.env.get("REPRO_EVALUATE_WEIGHTS")
+        if registered:
+            Path(registered).write_bytes(_weights(1.5))
+        write(spec, weights=None if evaluating else _weights(1.5), evaluated=evaluating)
+
+    result, _ = run_audit(world, hostile)
+    assert result.verdict is Verdict.NOT_REPRODUCIBLE
+    assert "changed while" in result.error
