@@ -379,6 +379,7 @@ def _registered_unchanged(a: _Audit) -> None:
     """The registered file still holds the bytes hashed before the rebuilds: they were handed its path (to score it),
     and a process of the auditor's own user can write it. One that changed is never compared (it may now hold the
     rebuild's own model): the artifact cannot be recovered as registered (NOT_REPRODUCIBLE)."""
+    from auditor.contract import ENV_EVALUATE_WEIGHTS
     from auditor.errors import InputUnrecoverable
     from auditor.judge.weights import sha256_file
 
@@ -388,7 +389,7 @@ def _registered_unchanged(a: _Audit) -> None:
         raise InputUnrecoverable(f"the registered model {a.weights.name} changed while its rebuild ran (it held "
                                  f"{a.evidence.get('weights.registered')}, now {now}): the rebuild's process wrote the "
                                  "file it was handed to score, so nothing is compared with it",
-                                 hint="audit the recipe's code: it writes REPRO_EVALUATE_WEIGHTS, which is read-only to a rebuild")
+                                 hint=f"audit the recipe's code: it writes {ENV_EVALUATE_WEIGHTS}, which is read-only to a rebuild")
 
 
 def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
