@@ -142,7 +142,6 @@ def run_recipe(
     evaluate, whatever its name (``auditor.flavors.unsafe``: ``UnsafeArtifact``).
     """
     from auditor.flavors.unsafe import refuse_unsafe
-    from auditor.judge.models import forget_ahead
     from auditor.judge.weights import sha256_file
 
     if evaluate is not None:
@@ -153,16 +152,9 @@ def run_recipe(
            **_segment_env(output_dir, resume, stop_step), "HOME": str(_home(workspace))}
     spec = _run_spec(record, workspace, output_dir, env, timeout_s, fresh)
     flavor = artifact.flavor if (artifact := record.outputs.model()) is not None else None
-    ended = _read_while_running(flavor, evaluate, output_dir / model_file(flavor))
-    try:
-        outcome = runner.run(spec)
-    finally:
-        ended.set()
-    if not outcome.ok:
-        forget_ahead(output_dir / model_file(flavor), flavor)
-        raise _crashed(spec, outcome)
-    metrics = _read_metrics(output_dir, outcome)
     weights = output_dir / model_file(flavor)
+    outcome = _run_reading(runner, spec, flavor, evaluate, weights)
+    metrics = _read_metrics(output_dir, outcome)
     own_record = _own_record(output_dir)
     sha = sha256_file(weights) if weights.exists() else None
     evaluation, evaluation_s, evaluation_crash = forked_evaluation(output_dir) if then_train else (None, None, None)
@@ -183,6 +175,22 @@ def run_recipe(
         flavor=flavor,
         canonical_sha256=sha if flavor in (None, "torch") else _canonical(weights, flavor),
     )
+
+
+def _run_reading(runner: Runner, spec: RunSpec, flavor: str | None, registered: Path | None, rebuilt: Path) -> RunOutcome:
+    """``runner.run(spec)``, the models read while it runs (``_read_while_running``); a run that failed is
+    ``RecipeCrashed`` (its rebuilt model's read ahead dropped)."""
+    from auditor.judge.models import forget_ahead
+
+    ended = _read_while_running(flavor, registered, rebuilt)
+    try:
+        outcome = runner.run(spec)
+    finally:
+        ended.set()
+    if not outcome.ok:
+        forget_ahead(rebuilt, flavor)
+        raise _crashed(spec, outcome)
+    return outcome
 
 
 def _canonical(path: Path, flavor: str | None) -> str | None:
