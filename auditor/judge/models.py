@@ -78,26 +78,54 @@ def _parsed(data: bytes, flavor: str, name: str) -> Any:
     return module(flavor).normal_data(data, name)
 
 
-def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None) -> tuple[WeightDiff, dict[str, str]]:
+def model_diff(a: str | os.PathLike, b: str | os.PathLike, flavor: str | None, *,
+               registered_sha256: str | None = None) -> tuple[WeightDiff, dict[str, str]]:
     """Registered ``a`` against rebuilt ``b``: the judge's diff, and evidence lines (what was set aside, the
     first divergence) for the report. ``a`` is sniffed before any flavour reads it: a pickle, whatever its name, is
     ``UnsafeArtifact``; a file its flavour cannot read is ``UnreadableArtifact`` (both: the artifact cannot be
-    recovered, NOT_REPRODUCIBLE)."""
+    recovered, NOT_REPRODUCIBLE). ``registered_sha256``: what ``a`` held before the rebuild ran (the audit's hash of
+    it), where the rebuild was handed ``a``'s path: the diff reads ``a`` only as those bytes, and a file changed since is
+    ``InputUnrecoverable`` (``unchanged``)."""
     from pathlib import Path
 
     from auditor.flavors.unsafe import refuse_unsafe
 
     refuse_unsafe(a)
     if _streamed(flavor):
-        from auditor.judge.weights import _index, diff_safetensors
+        from auditor.judge.weights import _index, diff_safetensors, sha256_file
 
         _registered(a, "safetensors (PyTorch)", lambda: _index(Path(a)))
+        unchanged(a, sha256_file(a), registered_sha256)  # streamed below: checked just before, not as it is read
         return diff_safetensors(a, b), {}
     from auditor.flavors.base import diff_normals
 
     # the registered file: never from the cache of normal forms; read ahead only as these very bytes (``read_ahead``)
-    registered = _registered(a, flavor, lambda: _read_ahead_or(a, flavor, lambda: _parsed(_bytes_of(a), flavor, os.fspath(a))))
+    registered = _registered(a, flavor, lambda: _registered_form(a, flavor, registered_sha256))
     return as_weight_diff(diff_normals(registered, normal_form(b, flavor)), flavor)
+
+
+def _registered_form(path: str | os.PathLike, flavor: str, expected: str | None) -> Any:
+    """The registered file's normal form, of bytes read once now and found to be ``expected`` (where given): the
+    read ahead where it is of those bytes, else those bytes parsed."""
+    data = _bytes_of(path)
+    sha256 = sha256_digest(data)
+    unchanged(path, sha256, expected)
+    return _read_ahead_or(path, flavor, lambda: _parsed(data, flavor, os.fspath(path)), sha256=sha256)
+
+
+def unchanged(path: str | os.PathLike, sha256: str, expected: str | None) -> None:
+    """``InputUnrecoverable`` where the registered file ``path`` no longer holds what it held before its rebuild ran
+    (``expected``): the rebuild was handed its path to score it, and a process of the auditor's own user can write
+    it, so one that changed (it may now hold the rebuild's own model) is never compared."""
+    if expected is None or sha256 == expected:
+        return
+    from auditor.contract import ENV_EVALUATE_WEIGHTS
+    from auditor.errors import InputUnrecoverable
+
+    raise InputUnrecoverable(f"the registered model {os.path.basename(path)} changed while its rebuild ran (it held "
+                             f"{expected}, now {sha256}): the rebuild's process wrote the file it was handed to score, "
+                             "so nothing is compared with it",
+                             hint=f"audit the recipe's code: it writes {ENV_EVALUATE_WEIGHTS}, which is read-only to a rebuild")
 
 
 #: normal forms read while a rebuild ran: (flavour, path) -> the read (see ``read_ahead``)

@@ -375,23 +375,6 @@ def _calibration_evidence(a: _Audit) -> dict[str, Any]:
     return bands
 
 
-def _registered_unchanged(a: _Audit) -> None:
-    """The registered file still holds the bytes hashed before the rebuilds: they were handed its path (to score it),
-    and a process of the auditor's own user can write it. One that changed is never compared (it may now hold the
-    rebuild's own model): the artifact cannot be recovered as registered (NOT_REPRODUCIBLE)."""
-    from auditor.contract import ENV_EVALUATE_WEIGHTS
-    from auditor.errors import InputUnrecoverable
-    from auditor.judge.weights import sha256_file
-
-    assert a.weights is not None
-    now = sha256_file(a.weights)
-    if now != a.evidence.get("weights.registered"):
-        raise InputUnrecoverable(f"the registered model {a.weights.name} changed while its rebuild ran (it held "
-                                 f"{a.evidence.get('weights.registered')}, now {now}): the rebuild's process wrote the "
-                                 "file it was handed to score, so nothing is compared with it",
-                                 hint=f"audit the recipe's code: it writes {ENV_EVALUATE_WEIGHTS}, which is read-only to a rebuild")
-
-
 def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
     """Step 3: metrics against their bands, weights against the registered ones, the environment drift."""
     from auditor.judge.floors import platform_fingerprint
@@ -407,8 +390,8 @@ def _compare(a: _Audit, runs: list[RunResult], bands: dict[str, Any]) -> None:
     if rebuilt.weights_sha256:
         a.evidence["weights.rebuilt"] = rebuilt.weights_sha256
     if a.weights is not None and rebuilt.weights is not None:
-        _registered_unchanged(a)
-        diff, lines = model_diff(a.weights, rebuilt.weights, a.flavor)
+        # read only as the bytes hashed before the rebuilds, which were handed its path (judge.models.unchanged)
+        diff, lines = model_diff(a.weights, rebuilt.weights, a.flavor, registered_sha256=a.evidence.get("weights.registered"))
         a.evidence.update(lines)
         a.weight_diff = diff.model_copy(update={"sha256_a": a.evidence.get("weights.registered"), "sha256_b": rebuilt.weights_sha256})
         a.findings += _knob_changes(a.record, rebuilt)

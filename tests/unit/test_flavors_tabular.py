@@ -337,3 +337,31 @@ def test_an_xgboost_difference_is_named_only_from_the_bytes_its_normal_form_was_
     b.write_bytes(a.read_bytes())  # rewritten with the other model after the read
     with pytest.raises(MalformedRecord, match="changed since it was read"):
         diff_normals(na, nb)
+
+
+@pytest.mark.parametrize("kind", ["xgboost", "sklearn"])
+def test_the_registered_model_is_compared_only_as_the_bytes_hashed_before_its_rebuild(kind, tmp_path):
+    """The rebuild is handed the registered file's path (to score it): the diff reads that file once, as the bytes the
+    audit hashed before the rebuild (``registered_sha256``), whatever was read ahead. Put the rebuilt model in its
+    place and the audit refuses to compare; read ahead while another model stood there and put back, and the read
+    ahead is not what is compared."""
+    import shutil
+
+    from auditor.errors import InputUnrecoverable
+    from auditor.judge.models import _AHEAD, read_ahead
+    from auditor.judge.weights import sha256_file
+
+    flavour = module(kind)
+    registered, rebuilt, kept = tmp_path / "registered", tmp_path / "rebuilt", tmp_path / "kept"
+    flavour.save(_fit(kind), registered)
+    flavour.save(_fit(kind, **CHANGED[kind]), rebuilt)
+    expected = sha256_file(registered)
+    shutil.copyfile(registered, kept)
+    shutil.copyfile(rebuilt, registered)  # the rebuild's own model, where the registered one was
+    with pytest.raises(InputUnrecoverable, match="changed while its rebuild ran"):
+        model_diff(registered, rebuilt, kind, registered_sha256=expected)
+    read_ahead(registered, kind)  # read while the other model stood there
+    _AHEAD[(kind, os.fspath(registered))].result()
+    shutil.copyfile(kept, registered)  # and put back before the diff
+    assert not model_diff(registered, rebuilt, kind, registered_sha256=expected)[0].identical
+    assert model_diff(registered, kept, kind, registered_sha256=expected)[0].identical
