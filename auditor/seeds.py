@@ -159,7 +159,6 @@ class _CompilerImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-
 def flags_at_end() -> dict[str, Any]:
     """The determinism flags as the block leaves them (what ran, where ``seed_everything`` saw only the start):
 

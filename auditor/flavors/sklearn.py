@@ -101,21 +101,24 @@ def _types(node: Any) -> Iterator[str]:
 def file_types(path: str | os.PathLike | bytes, name: str | None = None) -> set[str]:
     """Every type ``path``'s schema names, read as JSON (nothing loaded); ``path`` may be the file's bytes, already
     read (``name`` says whose, in messages)."""
-    where = name or ("the skops file" if isinstance(path, bytes) else path)
     try:
         with zipfile.ZipFile(io.BytesIO(path) if isinstance(path, bytes) else path) as z:
             schema = json.loads(z.read("schema.json"))
     except (zipfile.BadZipFile, KeyError, ValueError) as exc:
-        raise MalformedRecord(f"{where} is not a skops file: {exc}") from None
+        raise MalformedRecord(f"{_whose(path, name)} is not a skops file: {exc}") from None
     return set(_types(schema))
+
+
+def _whose(path: str | os.PathLike | bytes, name: str | None) -> str:
+    """What a message calls the file: ``name``, else its path (bytes with no name: "the skops file")."""
+    return name or ("the skops file" if isinstance(path, bytes) else os.fspath(path))
 
 
 def check_trusted(path: str | os.PathLike | bytes, name: str | None = None) -> None:
     """``UntrustedModel`` naming every type of ``path`` (or of these bytes: ``file_types``) the loader does not trust."""
     untrusted = sorted(t for t in file_types(path, name) if not trusted(t))
     if untrusted:
-        where = name or ("the skops file" if isinstance(path, bytes) else path)
-        raise UntrustedModel(f"{where} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
+        raise UntrustedModel(f"{_whose(path, name)} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
                              hint="save the model with scikit-learn types only (auditor.flavors.sklearn.trusted), or audit it in a sandbox")
 
 

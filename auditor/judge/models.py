@@ -46,7 +46,7 @@ def normal_form(path: str | os.PathLike, flavor: str) -> Any:
     with _FORMS_LOCK:
         if key in _FORMS:
             return _FORMS[key]
-    normal = _read_ahead_or(path, flavor, lambda: _parsed(data, flavor, key[1]), sha256=key[2])
+    normal = _read_ahead_or(path, flavor, key[2], lambda: _parsed(data, flavor, key[1]))
     with _FORMS_LOCK:
         _FORMS[key] = normal
         while len(_FORMS) > FORMS_KEPT:
@@ -110,7 +110,7 @@ def _registered_form(path: str | os.PathLike, flavor: str, expected: str | None)
     data = _bytes_of(path)
     sha256 = sha256_digest(data)
     unchanged(path, sha256, expected)
-    return _read_ahead_or(path, flavor, lambda: _parsed(data, flavor, os.fspath(path)), sha256=sha256)
+    return _read_ahead_or(path, flavor, sha256, lambda: _parsed(data, flavor, os.fspath(path)))
 
 
 def unchanged(path: str | os.PathLike, sha256: str, expected: str | None) -> None:
@@ -170,17 +170,15 @@ def forget_ahead(path: str | os.PathLike, flavor: str | None) -> None:
         _AHEAD.pop((str(flavor), os.fspath(path)), None)
 
 
-def _read_ahead_or(path: str | os.PathLike, flavor: str, read: Callable[[], T], *, sha256: str | None = None) -> T:
-    """The normal form ``read_ahead`` took of ``path`` when the file holds those bytes (``sha256``: as hashed by the
-    caller; else hashed now), else ``read()``."""
-    from auditor.judge.weights import sha256_file
-
+def _read_ahead_or(path: str | os.PathLike, flavor: str, sha256: str, read: Callable[[], T]) -> T:
+    """The normal form ``read_ahead`` took of ``path`` where it read the bytes the caller hashed (``sha256``), else
+    ``read()`` (of those bytes)."""
     with _AHEAD_LOCK:
         future = _AHEAD.pop((flavor, os.fspath(path)), None)
     if future is None or future.exception() is not None:  # a failure ahead is not the file's: only a read now counts
         return read()
     ahead, normal = future.result()
-    return normal if ahead == (sha256 or sha256_file(path)) else read()
+    return normal if ahead == sha256 else read()
 
 
 def _registered(path: str | os.PathLike, kind: str, read: Callable[[], T]) -> T:

@@ -13,8 +13,8 @@ What the worker imports (``Preload``) is chosen so that the rebuild sees what a 
   stopping at a module of the project itself or a recorded local package, whose code must not run outside the
   rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
 * where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch
-  (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the script touches ``os.environ`` or ``putenv`` (a variable it sets may be
-  meant for torch's import).
+  (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the
+  script touches ``os.environ`` or ``putenv`` (a variable it sets may be meant for torch's import).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
 imported after a run began, and a warm worker must not change that. A worker serves one key: the interpreter, the
