@@ -114,12 +114,15 @@ def _whose(path: str | os.PathLike | bytes, name: str | None) -> str:
     return name or ("the skops file" if isinstance(path, bytes) else os.fspath(path))
 
 
-def check_trusted(path: str | os.PathLike | bytes, name: str | None = None) -> None:
-    """``UntrustedModel`` naming every type of ``path`` (or of these bytes: ``file_types``) the loader does not trust."""
-    untrusted = sorted(t for t in file_types(path, name) if not trusted(t))
+def check_trusted(path: str | os.PathLike | bytes, name: str | None = None) -> set[str]:
+    """Every type of ``path`` (or of these bytes: ``file_types``), each one the loader trusts; else ``UntrustedModel``
+    naming those it does not."""
+    types = file_types(path, name)
+    untrusted = sorted(t for t in types if not trusted(t))
     if untrusted:
         raise UntrustedModel(f"{_whose(path, name)} names type(s) outside the allow-list of trusted types: {', '.join(untrusted)}; it is not loaded",
                              hint="save the model with scikit-learn types only (auditor.flavors.sklearn.trusted), or audit it in a sandbox")
+    return types
 
 
 def unsaveable(model: Any) -> list[str]:
@@ -164,10 +167,19 @@ def load(path: str | os.PathLike) -> Any:
 
 
 def load_data(data: bytes, name: str) -> Any:
-    """``load`` of a file's bytes, already read: the checks and the load see the same bytes (``name``: in messages)."""
-    import skops.io
+    """``load`` of a file's bytes, already read: the checks and the load see the same bytes (``name``: in messages).
 
-    check_trusted(data, name)
+    skops is told to trust the types the schema names, each allowed by ``trusted`` (``check_trusted``): one build of
+    its node tree, where asking skops first for its own list of untrusted types built it twice (0.4 s of a 600-tree
+    forest). A type skops finds that the schema walk did not name is put to the same rule before a second try."""
+    import skops.io
+    from skops.io.exceptions import UntrustedTypesFoundException
+
+    allowed = check_trusted(data, name)
+    try:
+        return skops.io.loads(data, trusted=sorted(allowed))
+    except UntrustedTypesFoundException:
+        pass  # skops sees a type the schema walk did not: it is checked by name, as below
     untrusted = skops.io.get_untrusted_types(data=data)
     outside = sorted(t for t in untrusted if not trusted(t))
     if outside:

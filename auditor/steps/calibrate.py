@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 from auditor.digests import sha256_digest
@@ -97,11 +98,12 @@ def check_recipe(session: Any, info: Any, record: Any, same: list[RunResult], fl
     from auditor.judge.recipe import hint_for, recipe_problems
     from auditor.lineage.traced import compare as compare_traced
 
-    registered = _registered_model(session, info, record, tmp)
+    registered, sha256 = _registered_model(session, info, record, tmp) or (None, None)
     diffs = []
     for run in same:
-        try:
-            diffs.append(model_diff(registered, run.weights, run.flavor)[0] if registered and run.weights else None)
+        try:  # the registered file compared only as the bytes found to be the recorded ones (judge.models.model_diff)
+            diffs.append(model_diff(registered, run.weights, run.flavor, registered_sha256=sha256)[0]
+                         if registered and run.weights else None)
         except ReproError as exc:  # an unreadable model: the audit's own comparison names it
             log.warning("calibrate %s: could not compare a rerun's model with the registered one: %s", info.ref, exc)
             diffs.append(None)
@@ -118,9 +120,9 @@ def check_recipe(session: Any, info: Any, record: Any, same: list[RunResult], fl
                        f"of the recipe that trained the model:\n{lines}", hint=hint_for(problems))
 
 
-def _registered_model(session: Any, info: Any, record: Any, tmp: Any) -> Any:
-    """The registered model file, downloaded and checked against the record's sha256 (None: not available; the
-    audit's artifact recovery names why)."""
+def _registered_model(session: Any, info: Any, record: Any, tmp: Any) -> tuple[Path, str] | None:
+    """The registered model file, downloaded and checked against the record's sha256, and that sha256 (None: not
+    available; the audit's artifact recovery names why)."""
     from auditor.contract import model_file
     from auditor.digests import same
     from auditor.errors import InfrastructureError, ReproError
@@ -139,7 +141,8 @@ def _registered_model(session: Any, info: Any, record: Any, tmp: Any) -> Any:
     except ReproError as exc:
         log.warning("calibrate %s: the registered model could not be downloaded (%s): not compared with the reruns", info.ref, exc)
         return None
-    return path if same(sha256_file(path), artifact.sha256) else None
+    actual = sha256_file(path)
+    return (path, actual) if same(actual, artifact.sha256) else None
 
 
 def model_digest(run: RunResult) -> str | None:

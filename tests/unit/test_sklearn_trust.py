@@ -96,6 +96,19 @@ def test_a_type_nobody_trusts_is_refused_by_name_and_nothing_is_written(tmp_path
     assert not list(tmp_path.iterdir())
 
 
+def test_a_type_only_skops_names_is_refused_by_name_too(tmp_path):
+    """The schema walk sees a bound method's class (scikit-learn's own, trusted); skops names the method itself.
+    The load tells skops to trust only what the walk saw, so skops refuses it, and the load's second check names it
+    (a mutation that lets skops's refusal through, or trusts what skops lists unchecked, fails here)."""
+    import skops.io
+
+    path = tmp_path / "model.skops"
+    skops.io.dump(FunctionTransformer(func=StandardScaler().transform), str(path))
+    assert "sklearn.preprocessing._data.StandardScaler" in flavor.check_trusted(path)
+    with pytest.raises(flavor.UntrustedModel, match=r"StandardScaler\.transform"):
+        flavor.load(path)
+
+
 @pytest.mark.parametrize("name", ["sklearn.tree._tree.Tree", "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
                                   "sklearn.ensemble._hist_gradient_boosting.binning._BinMapper", "numpy.float64",
                                   "sklearn.ensemble._gb.GradientBoostingClassifier", "numpy.random.mtrand.RandomState"])
