@@ -101,20 +101,7 @@ def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
         rows.append(("record", "run record", "none readable (see the findings)"))
         return rows
     rows.append(("record", "digest", record.digest()))
-    code = record.code
-    if code is None:
-        rows.append(("code", "-", "missing"))
-    else:
-        rows += [
-            ("code", "repo_url", code.repo_url or "missing"),
-            ("code", "commit", code.commit or f"missing ({code.git_error or 'unknown'})"),
-            ("code", "dirty", cell_text(code.dirty, missing="unknown")),
-        ]
-        if code.dirty:
-            rows.append(("code", "diff_digest", code.diff_digest or "missing"))
-        rows.append(("code", "entrypoint", " ".join(code.entrypoint or []) or "missing"))
-        if code.subdir:
-            rows.append(("code", "subdir", code.subdir))
+    rows += _code_rows(record.code)
     if not record.data:
         rows.append(("data", "-", "missing"))
     for name, ref in sorted(record.data.items()):
@@ -149,4 +136,21 @@ def _rows(info: Any, record: Any) -> list[tuple[str, str, str]]:
         rows.append(("outputs", key, cell_text(value)))
     for artifact in record.outputs.artifacts:
         rows.append(("outputs", artifact.name, f"{spelled(artifact.sha256)} {artifact.uri}"))
+    return rows
+
+
+def _code_rows(code: Any) -> list[tuple[str, str, str]]:
+    """The record's code section: repository, commit, dirty flag (and diff), entry point, folder."""
+    if code is None:
+        return [("code", "-", "missing")]
+    rows = [
+        ("code", "repo_url", code.repo_url or "missing"),
+        ("code", "commit", code.commit or f"missing ({code.git_error or 'unknown'})"),
+        ("code", "dirty", cell_text(code.dirty, missing="unknown")),
+    ]
+    if code.dirty:
+        rows.append(("code", "diff_digest", code.diff_digest or "missing"))
+    rows.append(("code", "entrypoint", " ".join(code.entrypoint or []) or "missing"))
+    if code.subdir:
+        rows.append(("code", "subdir", code.subdir))
     return rows

@@ -362,25 +362,26 @@ def judge(
     if (tiers["statistical"].status == "pass" and tiers["bitwise"].status != "pass" and tiers["artifact_recovery"].status == "pass"
             and recovery is not None and _never_recomputed(recovery)):
         tiers["artifact_recovery"] = _unverified_metrics(tiers["artifact_recovery"], recovery)
+    return _verdict(tiers, unrecoverable=unrecoverable, error=error, another_model=bool(structure)), tiers
+
+
+def _verdict(tiers: dict[str, TierResult], *, unrecoverable: str | None, error: str | None, another_model: bool) -> Verdict:
+    """The verdict from the tiers' statuses, first rule that holds (the module docstring's order)."""
     status = {name: tier.status for name, tier in tiers.items()}
     if "fail" in (status["lineage"], status["artifact_recovery"]) or unrecoverable is not None:
-        verdict = Verdict.NOT_REPRODUCIBLE
-    elif error is not None:
-        verdict = Verdict.ERROR
-    elif structure:
-        verdict = Verdict.OUT_OF_TOLERANCE
-    elif status["statistical"] == "fail":
-        verdict = Verdict.OUT_OF_TOLERANCE
-    elif status["bitwise"] == "pass":
-        verdict = Verdict.REPRODUCED_BITWISE
-    elif status["statistical"] == "pass":
-        verdict = Verdict.REPRODUCED_WITHIN_TOLERANCE
-    elif status["bitwise"] == "fail":
-        verdict = Verdict.OUT_OF_TOLERANCE
-    else:
-        verdict = Verdict.NOT_REPRODUCIBLE
-        tiers["statistical"].details.append("nothing to judge the rebuild by: no band and no rebuilt weights")
-    return verdict, tiers
+        return Verdict.NOT_REPRODUCIBLE
+    if error is not None:
+        return Verdict.ERROR
+    if another_model or status["statistical"] == "fail":
+        return Verdict.OUT_OF_TOLERANCE
+    if status["bitwise"] == "pass":
+        return Verdict.REPRODUCED_BITWISE
+    if status["statistical"] == "pass":
+        return Verdict.REPRODUCED_WITHIN_TOLERANCE
+    if status["bitwise"] == "fail":
+        return Verdict.OUT_OF_TOLERANCE
+    tiers["statistical"].details.append("nothing to judge the rebuild by: no band and no rebuilt weights")
+    return Verdict.NOT_REPRODUCIBLE
 
 
 #: the words of the artifact-recovery failure when nothing recomputed the registered metrics from the registered model

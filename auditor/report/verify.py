@@ -27,8 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from auditor.errors import Findings, NotFound
-from auditor.report import attest
+from auditor.errors import NotFound
 from auditor.report.calibrations import audits, is_calibration
 from auditor.report.index import COVERAGE_FILE, COVERAGE_INPUTS, INDEX_FILE, NIGHT_FILE
 from auditor.report.itself import auditor_of
@@ -44,6 +43,7 @@ from auditor.report.ledger import (
     read_part,
     sha256_of,
 )
+from auditor.report.verify_keys import key_at, key_problem, load_object, rotations
 from auditor.settings import REPORTS
 from auditor.storage.base import BlobStore
 
@@ -136,144 +136,6 @@ def _report_problem(store: BlobStore, entry: dict[str, Any], files: dict[str, by
         if found != part.get("sha256"):
             return f"its {label} {key} changed since it was published (sha256 {part.get('sha256')} recorded, {found} now)"
         files[key] = data
-    return None
-
-
-def _rotations(store: BlobStore, objects: dict[int, bytes], public_key: Any) -> tuple[list[tuple[int, Any]], dict[int, str]]:
-    """Walk the recorded key rotations back from ``public_key``: ([(seq, the key held before it)], newest first) and
-    the rotations that move nothing, with why (signed by one key only, or to a key not held at that point)."""
-    from auditor.report.rotation import accepted, is_rotation
-
-    boundaries: list[tuple[int, Any]] = []
-    problems: dict[int, str] = {}
-    holder = public_key
-    for seq in sorted(objects, reverse=True):
-        entry = _load_object(objects[seq])
-        if not isinstance(entry, dict) or not is_rotation(entry):
-            continue
-        data = read_part(store, entry.get("attestation") or {}) if (entry.get("attestation") or {}).get("key") else None
-        old, why = accepted(entry, data, holder)
-        if old is not None:
-            boundaries.append((seq, old))
-            holder = old
-        else:
-            problems[seq] = why or (f"it rotates key {(entry.get('rotation') or {}).get('old_keyid')} to "
-                                    f"{(entry.get('rotation') or {}).get('new_keyid')}, not to the key held at that point "
-                                    f"({holder.keyid}): a rotation the verifying key never accepted")
-    return boundaries, problems
-
-
-def _key_at(seq: int, public_key: Any, boundaries: list[tuple[int, Any]]) -> Any:
-    """The key entry ``seq`` must be signed by: the held key, or the old key of every accepted rotation after it."""
-    key = public_key
-    for boundary, old in boundaries:  # newest first
-        if seq < boundary:
-            key = old
-    return key
-
-
-def _key_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any, since_signing: bool,
-                 out: Verification, rotation_problem: str | None = None) -> str | None:
-    """The entry's signature checked with ``public_key``; without one, held to the pinned first key id."""
-    from auditor.report.rotation import is_rotation
-
-    if public_key is None:
-        return _pinned_key_problem(entry, files, out)
-    if is_rotation(entry):
-        out.seen_signed = True
-        out.rotations += rotation_problem is None
-        return rotation_problem
-    signed = bool((entry.get("attestation") or {}).get("key"))
-    if since_signing and not signed and not out.seen_signed:
-        out.unsigned_before_signing += 1  # published before signing was configured: accepted, and counted
-        return None
-    out.seen_signed = out.seen_signed or signed
-    problem = _signature_problem(entry, files, public_key)
-    out.signed += problem is None
-    return problem
-
-
-def _pinned_key_problem(entry: dict[str, Any], files: dict[str, bytes], out: Verification) -> str | None:
-    """Without a public key, trust on first use of a *key*, not of a key id: the first signed entry's statement
-    records its signer's public key (``attest.recorded_key``); it is pinned, and every later signature is checked with
-    it cryptographically, like a configured key's (a forged envelope that copies the key id fails). An unsigned entry
-    after a signed one is a finding; so is a change of key, unless a key rotation from the pinned key, signed by both
-    keys it names, is recorded before it (``auditor.report.rotation.handed_over``), which pins the new key.
-
-    A ledger signed before entries recorded their key pins the first key id only: those signatures are counted in
-    ``unchecked`` (key ids are claims) until an entry records the key of that very id (a key id is the hash of its key)."""
-    from auditor.report.rotation import handed_over, is_rotation
-
-    part = entry.get("attestation") or {}
-    data = files.get(part.get("key") or "")
-    if is_rotation(entry):
-        new, why = handed_over(entry, data, out.pinned_key, out.pinned_keyid)
-        if new is None:
-            return why
-        out.pinned_key, out.pinned_keyid, out.pinned_at = new, new.keyid, entry.get("seq")
-        out.rotations += 1
-        return None
-    if not part.get("key"):
-        if out.pinned_keyid is None:
-            return None  # published before signing was switched on
-        return f"is not signed, though the ledger's entries are signed by key {out.pinned_keyid} from the first signed one on"
-    if data is None:
-        return None  # reported as missing or changed already
-    recorded = attest.recorded_key(data)
-    if out.pinned_keyid is None and recorded is not None:
-        out.pinned_key, out.pinned_keyid, out.pinned_at = recorded, recorded.keyid, entry.get("seq")
-    elif out.pinned_keyid is None:
-        out.pinned_keyid = next(iter(attest.envelope_keyids(data)), None)
-    elif out.pinned_key is None and recorded is not None and recorded.keyid == out.pinned_keyid:
-        out.pinned_key, out.pinned_at = recorded, entry.get("seq")  # the pinned key id's own key, recorded at last
-    if out.pinned_key is None:
-        out.unchecked += 1
-        keyids = attest.envelope_keyids(data)
-        if recorded is not None and recorded.keyid != out.pinned_keyid:  # a key recorded, and not the pinned id's
-            return (f"records its signer's key {recorded.keyid} (its signatures claim key id {', '.join(keyids) or 'none'}), "
-                    f"but the ledger's first signed entry by key {out.pinned_keyid}: the signing key changed and no "
-                    "rotation is recorded")
-        if out.pinned_keyid not in keyids:
-            return (f"is signed by key {', '.join(keyids) or 'nobody'}, but the ledger's first signed entry by key "
-                    f"{out.pinned_keyid}: the signing key changed and no rotation is recorded")
-        return None
-    problem = _signature_problem(entry, files, out.pinned_key)
-    if problem is not None and recorded is not None and recorded.keyid != out.pinned_key.keyid:
-        problem += (f"; it records key {recorded.keyid}, not the ledger's key {out.pinned_key.keyid}: the signing key "
-                    "changed and no rotation signed by the ledger's key names the new one")
-    out.signed += problem is None
-    return problem
-
-
-def _signature_problem(entry: dict[str, Any], files: dict[str, bytes], public_key: Any) -> str | None:
-    """Whether the entry's attestation is signed by ``public_key`` and says what the entry says."""
-    part = entry.get("attestation") or {}
-    if not part.get("key"):
-        return "is not signed: it has no attestation"
-    data = files.get(part["key"])
-    if data is None:
-        return None  # reported as missing or changed already
-    calibration = is_calibration(entry)
-    try:
-        doc = attest.verify(data, public_key, where=f"its attestation {part['key']}",
-                            predicate_type=attest.CALIBRATION_PREDICATE_TYPE if calibration else attest.PREDICATE_TYPE)
-    except Findings as exc:
-        return str(exc)
-    subjects = attest.subject_digests(doc)
-    if calibration:
-        mine = entry.get("evidence") or {}
-        if subjects.get(mine.get("key")) != mine.get("sha256"):
-            return f"its attestation does not name its calibration evidence {mine.get('key')} with sha256 {mine.get('sha256')}"
-        return None
-    for label in ("report", "evidence"):
-        mine = entry.get(label) or {}
-        if subjects.get(mine.get("key")) != mine.get("sha256"):
-            return f"its attestation does not name its {label} {mine.get('key')} with sha256 {mine.get('sha256')}"
-    predicate = doc.get("predicate") or {}
-    if predicate.get("verdict") != entry.get("verdict"):
-        return f"its attestation says {predicate.get('verdict')}, the entry says {entry.get('verdict')}"
-    if predicate.get("evidence_digest") != (entry.get("evidence") or {}).get("digest"):
-        return "its attestation names other evidence than the entry"
     return None
 
 
@@ -460,7 +322,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     if not keys:
         raise NotFound(f"nothing is published at {store.uri}", hint=f"give the reports location (default: {REPORTS.name})")
     objects = _entry_objects(store, keys)
-    boundaries, rotation_problems = _rotations(store, objects, public_key) if public_key is not None else ([], {})
+    boundaries, rotation_problems = rotations(store, objects, public_key) if public_key is not None else ([], {})
     raw_lines, lines = _parse_lines(store)
     named: dict[str, str] = {}
     found_entries: list[dict[str, Any]] = []
@@ -469,7 +331,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     ledger_ok = True
     for index in range(max(len(raw_lines), max(objects, default=-1) + 1)):
         obj_raw = objects.get(index)
-        obj = _load_object(obj_raw)
+        obj = load_object(obj_raw)
         line = lines[index] if index < len(lines) else None
         raw = raw_lines[index] if index < len(raw_lines) else None
         problem = None
@@ -483,7 +345,7 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
         audit_entry = entry.get("kind") != "key_rotation" and not is_calibration(entry)  # a report's evidence names its auditor
         by = auditor_of(files.get((entry.get("evidence") or {}).get("key") or "")) if audit_entry else None
         out.auditors.update({by: out.auditors.get(by, 0) + 1} if by else {})
-        problem = problem or _key_problem(entry, files, _key_at(index, public_key, boundaries), since_signing, out,
+        problem = problem or key_problem(entry, files, key_at(index, public_key, boundaries), since_signing, out,
                                           rotation_problems.get(index))
         if problem:
             out.problems.append(Problem(index, f"{describe(entry, index)}: {problem}"))
@@ -495,16 +357,23 @@ def verify(store: BlobStore, *, public_key: Any = None, anchors: list[Anchor] | 
     out.entries = len(raw_lines)
     out.head = lines[-1].get("hash") if lines and lines[-1] else None
     out.reports = sum(1 for k in keys if k in named)
+    _beyond_the_chain(out, store, keys, anchors, found_entries, named, by_report)
+    return out
+
+
+def _beyond_the_chain(out: Verification, store: BlobStore, keys: list[str], anchors: list[Anchor] | None,
+                      entries: list[dict[str, Any]], named: dict[str, str], by_report: dict[str, dict[str, Any]]) -> None:
+    """``verify``'s checks after the chain's walk: the anchors (where given), the index, the summaries, files no entry
+    names and the stores' versions."""
     if anchors is not None:
         out.anchored = len({anchor.seq for anchor in anchors})
         out.anchor_sources = {source: len(found) for source, found in _by_source(anchors).items()}
-        out.problems.extend(_anchor_problems(found_entries, anchors))
+        out.problems.extend(_anchor_problems(entries, anchors))
         out.problems.extend(_anchored_versions(store, anchors))
-    out.problems.extend(_index_problems(store, keys, found_entries))
-    out.problems.extend(_coverage_problems(store, keys, found_entries))
+    out.problems.extend(_index_problems(store, keys, entries))
+    out.problems.extend(_coverage_problems(store, keys, entries))
     out.problems.extend(_unnamed_problems(store, keys, named, by_report))
     out.problems.extend(_version_problems(store, named))
-    return out
 
 
 def _entry_objects(store: BlobStore, keys: list[str]) -> dict[int, bytes]:
@@ -515,14 +384,6 @@ def _entry_objects(store: BlobStore, keys: list[str]) -> dict[int, bytes]:
         if key.startswith(ENTRIES) and name.isdigit():
             objects[int(name)] = store.read(key)
     return objects
-
-
-def _load_object(obj_raw: bytes | None) -> Any:
-    """An entry object parsed (None when absent or not JSON; it may still be JSON of another shape)."""
-    try:
-        return json.loads(obj_raw) if obj_raw is not None else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
 
 
 def _ledger_problem(line: dict[str, Any] | None, raw: bytes | None, obj_raw: bytes | None, index: int,

@@ -82,94 +82,125 @@ def _digest(value: Any, h: Any, parts: list[str], outputs: Any, blind: list[str]
     _walk(value, _Walk(h, parts, outputs, blind), 0)
 
 
-def _walk(value: Any, w: _Walk, depth: int) -> None:  # noqa: C901, PLR0911, PLR0912 - one branch per kind of value
-    h, parts = w.h, w.parts
+def _walk(value: Any, w: _Walk, depth: int) -> None:
+    """Hash ``value`` into ``w``: the first kind that takes it, in this order (the order is part of the fingerprint)."""
     if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):  # first: lists of numbers are long
-        h.update(f"V:{value!r};".encode())
+        w.h.update(f"V:{value!r};".encode())
         return
-    torch = sys.modules.get("torch")
-    np = sys.modules.get("numpy")
-    pandas = sys.modules.get("pandas")
-    sparse = sys.modules.get("scipy.sparse")
-    if torch is not None and isinstance(value, torch.Tensor):
-        if value.requires_grad or w.outputs.holds(value):
-            h.update(b"T:model-value;")  # the model's own value (execution noise moves it), not data
-            if value.requires_grad and value.is_leaf and not isinstance(value, torch.nn.Parameter) and not w.outputs.holds(value):
-                # a leaf the script made to require grad (adversarial training, an input optimised in place): data or a
-                # learned value, which cannot be told; its bytes are left out, and so the fingerprint is partial
-                w.unseen(f"an input tensor {tuple(value.shape)} that requires grad (not a parameter) was not fingerprinted")
+    for kind in (_tensor, _ndarray, _tabular, _arrow, _boosting, _container, _by_value, _by_type):
+        if kind(value, w, depth):
             return
-        tensor = value.detach()
-        if tensor.device.type != "cpu":
-            tensor = tensor.cpu()
-        tensor = tensor.contiguous()
-        meta = f"tensor {str(tensor.dtype).removeprefix('torch.')} {tuple(tensor.shape)}"
-        parts.append(meta)
-        h.update(f"T:{meta};".encode())
-        if tensor.numel():
-            h.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
-        return
-    if np is not None and isinstance(value, np.ndarray):
-        meta = f"ndarray {value.dtype} {value.shape}"
-        parts.append(meta)
-        h.update(f"A:{meta};".encode())
-        if value.dtype.hasobject:
-            h.update(repr(value.tolist()).encode())
-        else:
-            h.update(np.ascontiguousarray(value).view(np.uint8).data)
-        return
+    _object(value, f"{type(value).__module__}.{type(value).__qualname__}", w, depth)
+
+
+def _tensor(value: Any, w: _Walk, depth: int) -> bool:
+    """A torch tensor: its dtype, shape and bytes; the model's own value (or a leaf the script made learnable) not."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(value, torch.Tensor):
+        return False
+    h = w.h
+    if value.requires_grad or w.outputs.holds(value):
+        h.update(b"T:model-value;")  # the model's own value (execution noise moves it), not data
+        if value.requires_grad and value.is_leaf and not isinstance(value, torch.nn.Parameter) and not w.outputs.holds(value):
+            # a leaf the script made to require grad (adversarial training, an input optimised in place): data or a
+            # learned value, which cannot be told; its bytes are left out, and so the fingerprint is partial
+            w.unseen(f"an input tensor {tuple(value.shape)} that requires grad (not a parameter) was not fingerprinted")
+        return True
+    tensor = value.detach()
+    if tensor.device.type != "cpu":
+        tensor = tensor.cpu()
+    tensor = tensor.contiguous()
+    meta = f"tensor {str(tensor.dtype).removeprefix('torch.')} {tuple(tensor.shape)}"
+    w.parts.append(meta)
+    h.update(f"T:{meta};".encode())
+    if tensor.numel():
+        h.update(tensor.reshape(-1).view(torch.uint8).numpy().data)
+    return True
+
+
+def _ndarray(value: Any, w: _Walk, depth: int) -> bool:
+    np = sys.modules.get("numpy")
+    if np is None or not isinstance(value, np.ndarray):
+        return False
+    meta = f"ndarray {value.dtype} {value.shape}"
+    w.parts.append(meta)
+    w.h.update(f"A:{meta};".encode())
+    if value.dtype.hasobject:
+        w.h.update(repr(value.tolist()).encode())
+    else:
+        w.h.update(np.ascontiguousarray(value).view(np.uint8).data)
+    return True
+
+
+def _tabular(value: Any, w: _Walk, depth: int) -> bool:
+    """A pandas DataFrame (column by column) or Series, or a scipy sparse matrix (as CSR arrays)."""
+    pandas, sparse, h = sys.modules.get("pandas"), sys.modules.get("scipy.sparse"), w.h
     if pandas is not None and isinstance(value, pandas.DataFrame):
-        parts.append(f"DataFrame {value.shape}")
+        w.parts.append(f"DataFrame {value.shape}")
         h.update(f"D:{value.shape};{list(map(str, value.columns))!r};".encode())
         for column in range(value.shape[1]):
             _walk(value.iloc[:, column].to_numpy(), _Walk(h, [], w.outputs, w.blind), depth)
-        return
-    if pandas is not None and isinstance(value, pandas.Series):
-        parts.append(f"Series {value.dtype} {value.shape}")
+    elif pandas is not None and isinstance(value, pandas.Series):
+        w.parts.append(f"Series {value.dtype} {value.shape}")
         h.update(f"S:{value.name!r};".encode())
         _walk(value.to_numpy(), _Walk(h, [], w.outputs, w.blind), depth)
-        return
-    if sparse is not None and sparse.issparse(value):
+    elif sparse is not None and sparse.issparse(value):
         csr = value.tocsr()
-        parts.append(f"sparse {csr.dtype} {csr.shape}")
+        w.parts.append(f"sparse {csr.dtype} {csr.shape}")
         h.update(f"P:{csr.shape};".encode())
         for array in (csr.data, csr.indices, csr.indptr):
             _walk(array, _Walk(h, [], w.outputs, w.blind), depth)
-        return
-    if _arrow(value, w, depth) or _boosting(value, w, depth):
-        return
+    else:
+        return False
+    return True
+
+
+def _container(value: Any, w: _Walk, depth: int) -> bool:
+    """A list or tuple (in order), or any mapping of batches (a dict, a BatchEncoding, a UserDict)."""
+    h = w.h
     if isinstance(value, (list, tuple)):
         h.update(f"L{len(value)}[".encode())
         for item in value:
             _walk(item, w, depth)
         h.update(b"]")
-        return
-    if isinstance(value, Mapping):  # a dict, and a BatchEncoding, UserDict or any other mapping of batches
+    elif isinstance(value, Mapping):
         # in insertion order: a consumer that iterates .values() sees the batches in that order
         h.update(f"M{len(value)}{{".encode())
         for key in list(value):
             h.update(f"{key!s}=".encode())
             _walk(value[key], w, depth)
         h.update(b"}")
-        return
+    else:
+        return False
+    return True
+
+
+def _by_value(value: Any, w: _Walk, depth: int) -> bool:
+    """A NumPy scalar; a path, a date, a dtype or a device: hashed by value."""
+    torch, np = sys.modules.get("torch"), sys.modules.get("numpy")
     if np is not None and isinstance(value, np.generic):
-        h.update(f"V:{value.dtype}:{value!r};".encode())
-        return
-    if isinstance(value, _plain_values()) or (torch is not None and isinstance(value, (torch.dtype, torch.device))) or (
+        w.h.update(f"V:{value.dtype}:{value!r};".encode())
+    elif isinstance(value, _plain_values()) or (torch is not None and isinstance(value, (torch.dtype, torch.device))) or (
             np is not None and isinstance(value, np.dtype)):
-        h.update(f"V:{type(value).__qualname__}:{value!s};".encode())  # a path, a date, a dtype: by value
-        return
+        w.h.update(f"V:{type(value).__qualname__}:{value!s};".encode())
+    else:
+        return False
+    return True
+
+
+def _by_type(value: Any, w: _Walk, depth: int) -> bool:
+    """Code, a model or an iterator: its type only (what else it holds is not data, or cannot be seen)."""
     name = f"{type(value).__module__}.{type(value).__qualname__}"
     if _code_or_model(value):
         # a callback, a metric function, a model: code or the model's own state, not data; its type only (its repr
         # may hold an address, which differs on every run)
-        h.update(f"O:{name};".encode())
-        return
-    if isinstance(value, (Iterator, *_generators())):
-        h.update(f"O:{name};".encode())
+        w.h.update(f"O:{name};".encode())
+    elif isinstance(value, (Iterator, *_generators())):
+        w.h.update(f"O:{name};".encode())
         w.unseen(f"a {name} (an iterator: its items cannot be seen without consuming them) was hashed by its type only")
-        return
-    _object(value, name, w, depth)
+    else:
+        return False
+    return True
 
 
 def _object(value: Any, name: str, w: _Walk, depth: int) -> None:

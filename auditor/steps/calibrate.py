@@ -326,27 +326,8 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
     ledgered, unreadable = ledgered_calibrations(session.store, info.name, str(info.version), judge_key(session))
     if unreadable:
         findings.append(_refusal("calibration.unverified", unreadable))
-    in_ledger = {c.sha256 for c in ledgered}
-    run_of: dict[str, Any] = {}
     history: list[dict[str, Any]] = []
-    for run in runs:
-        sha = run.params.get(t.PARAM_CALIBRATION_SHA256)
-        if not sha:
-            continue
-        data = session.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
-        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS), "deleted": run.deleted}
-        if data is None or sha256_digest(data) != sha:
-            findings.append(_refusal("calibration.altered", (
-                f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; "
-                "its bands are refused")))
-            history.append({**entry, "valid": False, "refused": "altered"})
-        elif sha not in in_ledger:
-            findings.append(_refusal("calibration.unledgered", (
-                f"calibration run {run.run_id} (evidence {sha}) is not recorded in the ledger at {session.store.uri}: "
-                "no calibration of this product made it (it was logged by hand); refused")))
-            history.append({**entry, "valid": False, "refused": "not in the ledger"})
-        else:
-            run_of.setdefault(sha, run)
+    run_of = _ledgered_runs(session, runs, {c.sha256 for c in ledgered}, findings, history)
     newest: tuple[Any, dict[str, str] | None] = (None, None)
     for item in ledgered:
         run = run_of.get(item.sha256)
@@ -369,6 +350,34 @@ def stored_calibrations(session: Any, info: Any, findings: list[Finding]) -> tup
         for item in history:
             item["judged"] = item.get("valid", False) and item["sha256"] == newest[1]["sha256"]
     return newest[0], newest[1], history
+
+
+def _ledgered_runs(session: Any, runs: list[Any], in_ledger: set[str], findings: list[Finding],
+                   history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The MLflow calibration runs by the sha256 of their evidence, those the ledger records and whose artifact still
+    matches; each other one is a finding and a refused line of ``history``."""
+    from auditor import tags as t
+
+    run_of: dict[str, Any] = {}
+    for run in runs:
+        sha = run.params.get(t.PARAM_CALIBRATION_SHA256)
+        if not sha:
+            continue
+        data = session.registry.read_run_file(run.run_id, t.CALIBRATION_ARTIFACT)
+        entry = {"run_id": run.run_id, "sha256": sha, "reruns": run.params.get(t.PARAM_CALIBRATION_RERUNS), "deleted": run.deleted}
+        if data is None or sha256_digest(data) != sha:
+            findings.append(_refusal("calibration.altered", (
+                f"calibration run {run.run_id}: its artifact {t.CALIBRATION_ARTIFACT} no longer matches its sha256 param {sha}; "
+                "its bands are refused")))
+            history.append({**entry, "valid": False, "refused": "altered"})
+        elif sha not in in_ledger:
+            findings.append(_refusal("calibration.unledgered", (
+                f"calibration run {run.run_id} (evidence {sha}) is not recorded in the ledger at {session.store.uri}: "
+                "no calibration of this product made it (it was logged by hand); refused")))
+            history.append({**entry, "valid": False, "refused": "not in the ledger"})
+        else:
+            run_of.setdefault(sha, run)
+    return run_of
 
 
 def _refusal(code: str, message: str) -> Finding:
