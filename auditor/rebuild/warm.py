@@ -14,7 +14,9 @@ What the worker imports (``Preload``) is chosen so that the rebuild sees what a 
   rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
 * where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch
   (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the
-  script touches ``os.environ`` or ``putenv`` (a variable it sets may be meant for torch's import).
+  script may set a variable before that (one it sets may be meant for torch's import): where it writes
+  ``os.environ`` or calls ``putenv`` (reading a variable is no reason), loads a ``.env`` file (``dotenv``), or
+  imports a module of the project or a local package anywhere (whose code is not read here).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
 imported after a run began, and a warm worker must not change that. A worker serves one key: the interpreter, the
@@ -35,7 +37,7 @@ import os
 import subprocess
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,8 +71,8 @@ class Preload:
 def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: Collection[str] = ()) -> Preload:
     """The modules ``script`` imports before its first other statement (a docstring and ``__future__`` aside),
     stopping at one of the project's own or a ``local`` package's (recorded ``environment.local_packages``); with
-    ``auditor`` among them, ``SDK_PRELOAD``, and ``SEEDING_PRELOAD`` when the run is ``seeded`` and the script never
-    touches ``os.environ`` (see the module doc)."""
+    ``auditor`` among them, ``SDK_PRELOAD``, and ``SEEDING_PRELOAD`` when the run is ``seeded`` and the script cannot
+    set a variable before its run begins (``_may_set_variables``; see the module doc)."""
     try:
         source = script.read_text(encoding="utf-8")
         with _PARSING:  # CPython 3.11's ast.parse is not thread-safe (SystemError: AST constructor recursion depth)
@@ -79,6 +81,10 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
         return Preload()
     names: list[str] = []
     own = {_normal(name) for name in local}
+
+    def is_own(name: str) -> bool:  # a module of the project, or of a recorded local package
+        return _is_local(name, project, script.parent) or _normal(name.split(".")[0]) in own
+
     for node in tree.body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             continue
@@ -86,15 +92,42 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
             continue
         found = [a.name for a in node.names] if isinstance(node, ast.Import) else (
             [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else None)
-        if found is None or any(_is_local(name, project, script.parent) or _normal(name.split(".")[0]) in own for name in found):
+        if found is None or any(is_own(name) for name in found):
             break
         names += [name for name in found if name not in names]
     sdk = [name for name in names if name.split(".")[0] == "auditor"]
     if sdk:
         sdk += [name for name in SDK_PRELOAD if name not in sdk]
-        if seeded and "environ" not in source and "putenv" not in source:
+        if seeded and not _may_set_variables(tree, source, is_own):
             names += [name for name in SEEDING_PRELOAD if name not in names]
     return Preload(sdk=tuple(sdk), libraries=tuple(name for name in names if name not in sdk))
+
+
+#: names a script may set variables through without naming ``os.environ``: ``os.putenv``/``unsetenv``, the bytes
+#: mapping, python-dotenv (``load_dotenv``, ``dotenv_values`` into ``os.environ.update``)
+_SETS_VARIABLES = ("putenv", "unsetenv", "environb", "dotenv")
+
+
+def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], bool]) -> bool:
+    """Whether the script may set an environment variable before its run begins, as far as its own text tells: any
+    use of ``environ`` but a read (``environ.get(...)``, ``environ[...]``, ``... in environ``), any of
+    ``_SETS_VARIABLES``, or an import of a module ``local`` says is the project's (its code is not read here)."""
+    if any(name in source for name in _SETS_VARIABLES):
+        return True
+    reads: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            reads.add(id(node.func.value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            reads.add(id(node.value))
+        elif isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            reads.update(id(value) for value in node.comparators)
+        elif isinstance(node, ast.ImportFrom) and (node.level or local(node.module or "")):
+            return True
+        elif isinstance(node, ast.Import) and any(local(alias.name) for alias in node.names):
+            return True
+    return any(id(node) not in reads for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) and node.id == "environ")
 
 
 def _normal(name: str) -> str:

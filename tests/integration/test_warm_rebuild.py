@@ -129,6 +129,38 @@ def test_what_the_worker_imports_first(tmp_path, script, seeded, sdk, libraries)
     assert got == Preload(sdk=sdk, libraries=libraries)
 
 
+#: (the script after ``import os\nimport auditor\n``, whether the worker may import torch first): reading a variable is no
+#: reason not to; any way of setting one, or code of the project's own that is not read here, is
+SETTERS = [
+    ('"""Libraries read os.environ as they import."""\nx = os.environ.get("REPRO_REBUILD")\n', True),
+    ('x = os.environ["HOME"]\ny = "A" in os.environ\nz = "B" not in os.environ\n', True),
+    ('from os import environ\nx = environ.get("A")\n', True),
+    ('os.environ["OMP_NUM_THREADS"] = "1"\n', False),
+    ('os.environ.setdefault("OMP_NUM_THREADS", "1")\n', False),
+    ('os.environ.update(OMP_NUM_THREADS="1")\n', False),
+    ('del os.environ["A"]\n', False),
+    ('os.environ["A"] += "x"\n', False),
+    ('env = os.environ\nenv["A"] = "1"\n', False),
+    ('from os import environ\nenviron["A"] = "1"\n', False),
+    ('def f(e):\n    e["A"] = "1"\nf(os.environ)\n', False),
+    ('os.putenv("A", "1")\n', False),
+    ('from dotenv import load_dotenv\nload_dotenv()\n', False),
+    ('def main():\n    import helpers\n', False),  # the project's module, imported later: its code is not read here
+    ('def main():\n    from .config import x\n', False),
+    ('def main():\n    import mylib.setup\n', False),  # a recorded local package
+]
+
+
+@pytest.mark.parametrize("script, torch_first", SETTERS)
+def test_the_worker_imports_torch_first_only_where_the_script_cannot_set_a_variable_before_its_run(tmp_path, script, torch_first):
+    from auditor.rebuild.warm import leading_imports
+
+    (tmp_path / "train.py").write_text("import os\nimport auditor\n" + script)
+    (tmp_path / "helpers.py").write_text("")
+    got = leading_imports(tmp_path / "train.py", tmp_path, seeded=True, local={"MyLib"})
+    assert got.sdk == SDK and ("torch" in got.libraries) is torch_first
+
+
 def test_a_library_outside_the_interpreters_folders_is_never_imported_by_the_worker(tmp_path):
     """A module on PYTHONPATH (a project's src/ folder, an editable install) may read a run's variables as it is
     imported: the worker leaves it to the rebuild, which imports it under its own variables."""
