@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import ast
 import atexit
+import io
 import json
 import logging
 import os
 import subprocess
 import threading
+import tokenize
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,18 +105,42 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
     return Preload(sdk=tuple(sdk), libraries=tuple(name for name in names if name not in sdk))
 
 
-#: names a script may set variables through without naming ``os.environ``: ``os.putenv``/``unsetenv``, the bytes
-#: mapping, python-dotenv (``load_dotenv``, ``dotenv_values`` into ``os.environ.update``)
-_SETS_VARIABLES = ("putenv", "unsetenv", "environb", "dotenv")
+#: what a script may set variables through without writing ``environ``: ``os.putenv``/``unsetenv``, python-dotenv
+_SETS_VARIABLES = ("putenv", "unsetenv", "dotenv")
 
 
 def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], bool]) -> bool:
     """Whether the script may set an environment variable before its run begins, as far as its own text tells: any
-    use of ``environ`` but a read (``environ.get(...)``, ``environ[...]``, ``... in environ``), any of
-    ``_SETS_VARIABLES``, or an import of a module ``local`` says is the project's (its code is not read here)."""
-    if any(name in source for name in _SETS_VARIABLES):
+    of ``_SETS_VARIABLES``; code it may load that is not read here (a module ``local`` says is the project's, or
+    ``sys.path`` touched); or an identifier holding ``environ`` that is not one of the reads ``_environ_reads``
+    counts (an alias of ``os.environ``, a write, a helper such as ``patch_environment`` or the environs library)."""
+    if any(name in source for name in _SETS_VARIABLES) or _loads_own_code(tree, local):
         return True
+    try:
+        names = [token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                 if token.type == tokenize.NAME and "environ" in token.string]
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return any(name != "environ" for name in names) or len(names) != _environ_reads(tree)
+
+
+def _loads_own_code(tree: ast.Module, local: Callable[[str], bool]) -> bool:
+    """Whether the script imports a module of the project's (relative, or ``local``) anywhere, or touches ``sys.path``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or local(node.module or "")):
+            return True
+        if isinstance(node, ast.Import) and any(local(alias.name) for alias in node.names):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            return True
+    return False
+
+
+def _environ_reads(tree: ast.Module) -> int:
+    """The uses of ``environ`` that only read it: ``environ.get(...)``, ``environ[...]``, ``... in environ``, and
+    ``from os import environ`` without another name."""
     reads: set[int] = set()
+    count = 0
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
             reads.add(id(node.func.value))
@@ -122,12 +148,10 @@ def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], boo
             reads.add(id(node.value))
         elif isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
             reads.update(id(value) for value in node.comparators)
-        elif isinstance(node, ast.ImportFrom) and (node.level or local(node.module or "")):
-            return True
-        elif isinstance(node, ast.Import) and any(local(alias.name) for alias in node.names):
-            return True
-    return any(id(node) not in reads for node in ast.walk(tree)
-               if isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) and node.id == "environ")
+        elif isinstance(node, ast.ImportFrom) and node.module in ("os", "posix", "nt"):
+            count += sum(alias.name == "environ" and alias.asname is None for alias in node.names)
+    return count + sum(id(node) in reads for node in ast.walk(tree)
+                       if isinstance(node, ast.Attribute) and node.attr == "environ" or isinstance(node, ast.Name) and node.id == "environ")
 
 
 def _normal(name: str) -> str:

@@ -148,6 +148,13 @@ SETTERS = [
     ('def main():\n    import helpers\n', False),  # the project's module, imported later: its code is not read here
     ('def main():\n    from .config import x\n', False),
     ('def main():\n    import mylib.setup\n', False),  # a recorded local package
+    ('from os import environ as env\nenv["OMP_NUM_THREADS"] = "1"\n', False),  # an alias of environ (review of 4fda976)
+    ('from environs import Env\nEnv().read_env()\n', False),  # a library that loads .env into os.environ
+    ('from accelerate.utils import patch_environment\nwith patch_environment(omp_num_threads=1):\n    pass\n', False),
+    ('from mlcommon.runtime import configure_environment\nconfigure_environment()\n', False),
+    ('os.environ.copy()\n', False),
+    ('sys.path.insert(0, "src")\nimport mypkg\n', False),  # a project's src/ folder: its code is not read here
+    ('# os.environ is read, never written\nx = os.environ.get("A", "")\n', True),
 ]
 
 
