@@ -14,9 +14,9 @@ What the worker imports (``Preload``) is chosen so that the rebuild sees what a 
   rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
 * where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch
   (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the
-  script may set a variable before that (one it sets may be meant for torch's import): where it writes
-  ``os.environ`` or calls ``putenv`` (reading a variable is no reason), loads a ``.env`` file (``dotenv``), or
-  imports a module of the project or a local package anywhere (whose code is not read here).
+  script may set a variable before that (one it sets may be meant for torch's import): where it uses ``os.environ``
+  other than to read it, or under another name, or calls ``putenv``, loads a ``.env`` file (``dotenv``), touches
+  ``sys.path`` or imports a module of the project or a local package anywhere (whose code is not read here).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
 imported after a run began, and a warm worker must not change that. A worker serves one key: the interpreter, the
