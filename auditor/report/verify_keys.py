@@ -6,16 +6,14 @@ Each check answers a problem (a sentence, None where there is none) and counts w
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from auditor.errors import Findings
 from auditor.report import attest
 from auditor.report.calibrations import is_calibration
 from auditor.report.ledger import read_part
+from auditor.report.verification import Verification
 from auditor.storage.base import BlobStore
-
-if TYPE_CHECKING:
-    from auditor.report.verify import Verification
 
 
 def load_object(obj_raw: bytes | None) -> Any:
