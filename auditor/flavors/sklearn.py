@@ -3,9 +3,11 @@
 skops's file is a zip of ``schema.json`` (every object's type, as data) and ``.npy`` arrays. Before
 anything is loaded, every type the schema names is read from it as JSON and held against ``trusted`` (what
 skops and scikit-learn trust); one outside it refuses the file, naming it (``UntrustedModel``). Only then does skops load it, trusting
-exactly those types. The normal form walks the fitted estimator: per step its parameters (``n_jobs``
-and ``verbose`` set aside: they echo how it ran) and its fitted attributes (bin edges, scaler means,
-coefficients, intercepts, ...); a fitted tree (``sklearn.tree._tree.Tree``) becomes a tree of the ladder.
+exactly those types. The normal form walks the fitted estimator, failing closed: per step its parameters
+(``n_jobs`` and ``verbose`` set aside: they echo how it ran; lists in their order, estimators held as parameters
+walked too) and every other entry of its ``__dict__`` (bin edges, scaler means, coefficients, intercepts, ...); a
+fitted tree (``sklearn.tree._tree.Tree``) becomes a tree of the ladder; an estimator held twice is walked once and
+named where else it sits (so a Pipeline's step order is compared).
 skops's object ids (array file names in the zip) are not the model: the normal form never sees them.
 """
 
@@ -78,6 +80,8 @@ def trusted(name: str) -> bool:
 
 #: parameters that say how a model ran, not what it is
 SET_ASIDE_PARAMS = ("n_jobs", "n_threads", "verbose", "memory", "copy", "copy_X")  # n_threads: HistGradientBoosting's bin mapper echoes the OpenMP thread count
+#: fitted attributes that hold no part of the model, and why: set aside by name
+SET_ASIDE_STATE = {"_stop_words_id": "id() of the stop_words list in the fitting process: a memory address"}
 
 
 class UntrustedModel(InputUnrecoverable):
@@ -204,38 +208,54 @@ def _tree(t: Any) -> Forest:
                   values=values)
 
 
-def _walk(est: Any, prefix: str, normal: Normal) -> None:
-    """Parameters and fitted attributes of ``est`` (and of the estimators it holds), named by their path."""
+def _walk(est: Any, prefix: str, normal: Normal, seen: dict[int, str]) -> None:
+    """Parameters and fitted attributes of ``est`` (and of the estimators it holds), named by their path; every entry
+    of its ``__dict__`` is read (fail closed: a FeatureUnion's fitted ``transformer_list``, a FrozenEstimator's
+    ``estimator``, a list-valued parameter such as a VotingClassifier's ``weights``). An estimator held in two
+    places (a Pipeline's step, again in its ``steps``) is walked once, and named where else it sits (``same_as``):
+    so the order of a Pipeline's steps is compared, not only what each step holds."""
+    if id(est) in seen:
+        normal.meta[f"{prefix}.same_as"] = seen[id(est)]
+        return
+    seen[id(est)] = prefix or "model"
     if type(est).__name__ == "Tree" and hasattr(est, "__getstate__"):
         normal.trees.append(_tree(est))
         normal.meta[f"{prefix}.tree_index"] = len(normal.trees) - 1
         return
-    if hasattr(est, "get_params"):
-        for key, value in est.get_params(deep=False).items():
-            if key in SET_ASIDE_PARAMS:
-                normal.set_aside.append(f"{prefix or 'model'}.{key}={value!r} (echoes how it ran)")
-            elif not hasattr(value, "get_params") and not isinstance(value, list):
-                _param(value, f"{prefix}.{key}".lstrip("."), normal)
     children = _children(est)
     for name, child in children:
-        _walk(child, f"{prefix}.{name}".lstrip("."), normal)
+        _walk(child, _join(prefix, name), normal, seen)
+    params = est.get_params(deep=False) if hasattr(est, "get_params") else {}
+    for key, value in params.items():
+        if key in SET_ASIDE_PARAMS:
+            normal.set_aside.append(f"{prefix or 'model'}.{key}={value!r} (echoes how it ran)")
+        else:
+            _param(value, _join(prefix, key), normal, seen)
     for key, value in sorted(vars(est).items()) if hasattr(est, "__dict__") else ():
-        if key in SET_ASIDE_PARAMS or any(key == c for c, _ in children) or (not key.endswith("_") and not key.startswith("_")):
+        if key in params or key in SET_ASIDE_PARAMS or any(key == c for c, _ in children):
             continue  # a parameter (read above through get_params), or a child walked above
-        _state(value, f"{prefix}.{key}".lstrip("."), normal, 0)
+        if key in SET_ASIDE_STATE:
+            normal.set_aside.append(f"{_join(prefix, key)} ({SET_ASIDE_STATE[key]})")
+            continue
+        _state(value, _join(prefix, key), normal, 0, seen)
 
 
-def _param(value: Any, path: str, normal: Normal) -> None:
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}".lstrip(".")
+
+
+def _param(value: Any, path: str, normal: Normal, seen: dict[int, str]) -> None:
     """A parameter by value: plain values as they are, anything else (a ``RandomState`` a fitted GradientBoosting
-    hands each of its trees) by its state, never by a repr that holds a memory address."""
+    hands each of its trees, an estimator, a list in its order) by its state, never by a repr that holds a memory
+    address."""
     plain = (bool, int, float, str, type(None))
     if isinstance(value, plain) or (isinstance(value, tuple) and all(isinstance(v, plain) for v in value)):
         normal.meta[path] = value
     else:
-        _state(value, path, normal, 0)
+        _state(value, path, normal, 0, seen)
 
 
-def _state(value: Any, path: str, normal: Normal, depth: int) -> None:
+def _state(value: Any, path: str, normal: Normal, depth: int, seen: dict[int, str]) -> None:
     """A fitted attribute (private ones too: ``_predictors`` and ``_baseline_prediction`` are what a
     HistGradientBoosting predicts with), by value, recursively: fail closed, never a summarised repr."""
     if depth > 12:
@@ -246,24 +266,22 @@ def _state(value: Any, path: str, normal: Normal, depth: int) -> None:
         normal.meta[path] = value
     elif isinstance(value, (int, float, np.generic)):
         normal.arrays[path] = np.asarray(value)
-    elif type(value).__name__ == "Tree" and hasattr(value, "__getstate__"):
-        _walk(value, path, normal)
-    elif hasattr(value, "get_params"):
-        _walk(value, path, normal)
+    elif isinstance(value, type):
+        normal.meta[path] = f"{value.__module__}.{value.__qualname__}"
+    elif (type(value).__name__ == "Tree" and hasattr(value, "__getstate__")) or hasattr(value, "get_params"):
+        _walk(value, path, normal, seen)
     elif isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.dtype == object):
         items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
         normal.meta[f"{path}.length"] = len(items)
         for i, item in enumerate(items):
-            _state(item, f"{path}[{i}]", normal, depth + 1)
+            _state(item, f"{path}[{i}]", normal, depth + 1, seen)
     elif isinstance(value, dict):
         for key in sorted(value, key=str):
-            _state(value[key], f"{path}[{key!r}]", normal, depth + 1)
-    elif isinstance(value, type):
-        normal.meta[path] = f"{value.__module__}.{value.__qualname__}"
+            _state(value[key], f"{path}[{key!r}]", normal, depth + 1, seen)
     elif hasattr(value, "__dict__") or hasattr(value, "__getstate__"):
         state = value.__getstate__() if hasattr(value, "__getstate__") else vars(value)
         normal.meta[f"{path}.type"] = f"{type(value).__module__}.{type(value).__qualname__}"
-        _state(state if state is not None else {}, path, normal, depth + 1)
+        _state(state if state is not None else {}, path, normal, depth + 1, seen)
     else:
         raise MalformedRecord(f"{path}: a fitted attribute of type {type(value).__name__} cannot be compared by value; "
                               "it is not judged identical")
@@ -282,7 +300,7 @@ def _children(est: Any) -> list[tuple[str, Any]]:
 
 def normal_of(model: Any) -> Normal:
     normal = Normal(flavor=NAME, meta={"class": f"{type(model).__module__}.{type(model).__qualname__}"})
-    _walk(model, "", normal)
+    _walk(model, "", normal, {})
     normal.trees = Forest.join(normal.trees) if normal.trees else Forest.empty()  # one forest, compared as arrays
     normal.meta = {k: v for k, v in normal.meta.items()}
     normal.set_aside.append("skops object ids (array file names and ids in schema.json)")

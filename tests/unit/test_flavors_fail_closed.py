@@ -85,3 +85,75 @@ def test_sklearn_object_arrays_and_private_predictors_are_compared_by_value():
     leaf._predictors[0][0].nodes["value"][1] += 1e-9  # what it predicts with is private state
     assert not identical(fs.normal_of(hgb), fs.normal_of(leaf))
     assert identical(fs.normal_of(hgb), fs.normal_of(copy.deepcopy(hgb)))
+
+
+def _sk():
+    from auditor.flavors import sklearn as fs
+
+    return fs
+
+
+def test_sklearn_pipeline_steps_in_another_order_are_another_model():
+    """The same fitted steps in another order predict otherwise: the order is compared, not only each step."""
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
+    from sklearn.tree import DecisionTreeRegressor
+
+    std, mm = StandardScaler().fit(X), MinMaxScaler().fit(X)
+    tree = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, X[:, 0])
+    one, other = Pipeline([("std", std), ("mm", mm), ("tree", tree)]), Pipeline([("mm", mm), ("std", std), ("tree", tree)])
+    assert not np.allclose(one.predict(X), other.predict(X))
+    diff = base.diff_normals(_sk().normal_of(one), _sk().normal_of(other))
+    assert not diff.identical and "steps[0]" in str(diff.first)
+    assert identical(_sk().normal_of(one), _sk().normal_of(copy.deepcopy(one)))
+
+
+def test_sklearn_estimators_held_in_parameters_are_walked():
+    """A FeatureUnion's fitted transformers sit in its parameter ``transformer_list``; a FrozenEstimator's fitted
+    forest in ``estimator``, also inside CalibratedClassifierCV: each is compared (trees in the ladder)."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.frozen import FrozenEstimator
+    from sklearn.pipeline import FeatureUnion, make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.tree import DecisionTreeClassifier
+
+    union = make_pipeline(FeatureUnion([("a", StandardScaler()), ("b", StandardScaler())]), DecisionTreeClassifier(random_state=0)).fit(X, Y)
+    moved = copy.deepcopy(union)
+    moved[0].transformer_list[1][1].mean_[3] += 0.5
+    assert not identical(_sk().normal_of(union), _sk().normal_of(moved))
+    forests = [RandomForestClassifier(n_estimators=3, random_state=seed).fit(X, Y) for seed in (0, 1)]
+    frozen = [_sk().normal_of(FrozenEstimator(f)) for f in forests]
+    assert len(frozen[0].trees) > 0 and not identical(*frozen)
+    calibrated = [CalibratedClassifierCV(FrozenEstimator(f)).fit(X, Y) for f in forests]
+    normals = [_sk().normal_of(c) for c in calibrated]
+    assert len(normals[0].trees) == len(frozen[0].trees)  # the shared estimator walked once, not once per holder
+    assert not identical(*normals)
+
+
+def test_sklearn_list_parameters_are_compared_in_their_order():
+    from sklearn.ensemble import VotingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.tree import DecisionTreeClassifier
+
+    def voting(weights):
+        return VotingClassifier([("lr", LogisticRegression()), ("dt", DecisionTreeClassifier(random_state=0))],
+                                voting="soft", weights=weights).fit(X, Y)
+
+    one, other = voting([1, 3]), voting([3, 1])
+    assert not np.allclose(one.predict_proba(X), other.predict_proba(X))
+    assert not identical(_sk().normal_of(one), _sk().normal_of(other))
+    assert identical(_sk().normal_of(one), _sk().normal_of(voting([1, 3])))
+
+
+def test_sklearn_a_memory_address_in_fitted_state_is_set_aside():
+    """CountVectorizer keeps ``id(stop_words)``: two honest fits differ there only, and are the same model."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    docs = ["red apple pie", "green apple tart", "the red cherry pie", "a green pear tart"]
+    fits = [CountVectorizer(stop_words=["the", "a"]).fit(docs) for _ in range(2)]
+    assert fits[0]._stop_words_id != fits[1]._stop_words_id
+    normals = [_sk().normal_of(f) for f in fits]
+    assert identical(*normals)
+    assert any("_stop_words_id" in line for line in normals[0].set_aside)
+    assert not identical(normals[0], _sk().normal_of(CountVectorizer(stop_words=["the", "an"]).fit(docs)))
