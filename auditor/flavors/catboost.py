@@ -3,7 +3,8 @@
 The normal form is read from the JSON dump as data (no library needed to compare): oblivious trees
 (splits, then leaf values), feature borders, scale and bias, and the training params. Set aside:
 ``model_info.model_guid`` (random on every run: FACTS.md), the thread count, ``train_finish_time``,
-the output options (paths and log names) and the library's build info.
+the output options (paths and log names), the parameters that say only what it printed or wrote where
+(``rules.OUTPUT_PARAMS``: ``train_dir``, ``verbose``, ``logging_level``, ...) and the library's build info.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 from auditor.flavors.base import Normal
 from auditor.flavors.bundle import read_bundle, write_bundle
 from auditor.flavors.forest import Forest
+from auditor.flavors.rules import OUTPUT_PARAMS
 
 NAME = "catboost"
 MEMBERS = ("model.cbm", "model.json")
@@ -77,6 +79,7 @@ def normal_json(dump: dict[str, Any]) -> Normal:
     thread_count = system.pop("thread_count", None)
     flat_params = dict((params or {}).get("flat_params", {}))
     thread_count = flat_params.pop("thread_count", thread_count)
+    params, output = _without_output(params or {}, flat_params)
     meta = {f"model_info.{k}": v for k, v in info.items() if k not in SET_ASIDE_INFO and k != "params"}
     meta.update(_flatten({**(params or {}), "system_options": system, "flat_params": flat_params}, "params"))
     meta.update({k: v for k, v in dump.items() if k not in ("model_info", "oblivious_trees", "scale_and_bias", "features_info")})
@@ -88,10 +91,20 @@ def normal_json(dump: dict[str, Any]) -> Normal:
     set_aside = [f"model_info.{k}" + (" (random on every run)" if k == "model_guid" else "") for k in SET_ASIDE_INFO if k in info]
     if thread_count is not None:
         set_aside.append(f"thread_count {thread_count} (a thread count echoed into the params, not the model)")
+    set_aside += [f"params.{key}={value!r} (says what it printed or wrote where, not the model)" for key, value in output]
     identity = {**dump, "model_info": {**{k: v for k, v in info.items() if k not in SET_ASIDE_INFO},
                                       "params": {**(params or {}), "system_options": system, "flat_params": flat_params}}}
     return Normal(flavor=NAME, meta=meta, trees=_forest(trees), arrays=arrays, set_aside=set_aside,
                   identity=identity)  # the whole dump but the set-aside info and thread count: fail closed
+
+
+def _without_output(params: dict[str, Any], flat_params: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """``params`` less ``rules.OUTPUT_PARAMS`` (at its top and in ``flat_params``, which is emptied of them in
+    place), and what was taken out, by path."""
+    names = OUTPUT_PARAMS[NAME]
+    output = [(f"flat_params.{k}", flat_params.pop(k)) for k in sorted(set(flat_params) & names)]
+    output += [(k, params[k]) for k in sorted(set(params) & names)]
+    return {k: v for k, v in params.items() if k not in names}, output
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:
@@ -111,8 +124,37 @@ def normal(path: str | os.PathLike) -> Normal:
 
 
 def normal_data(data: bytes, name: str) -> Normal:
-    """The normal form of a bundle's bytes (its JSON dump, parsed as data); ``name`` says whose, in messages."""
-    return normal_json(json.loads(read_bundle(data, MEMBERS, name=name)["model.json"]))
+    """The normal form of a bundle's bytes (its JSON dump, parsed as data); ``name`` says whose, in messages. The
+    ``cbm`` member (what ``load`` predicts with) must be the model the dump describes (``_same_model``)."""
+    members = read_bundle(data, MEMBERS, name=name)
+    dump = json.loads(members["model.json"])
+    checked = _same_model(members["model.cbm"], dump, name)
+    normal = normal_json(dump)
+    if not checked:
+        normal.set_aside.append("model.cbm not checked against model.json here (catboost is not installed): the "
+                                "rebuild's scores of both models come from model.cbm")
+    return normal
+
+
+def _same_model(cbm: bytes, dump: dict[str, Any], name: str) -> bool:
+    """Whether the ``cbm`` member, loaded (CatBoost's flatbuffers format: no pickle) and dumped again as JSON, is
+    ``dump``; False where catboost is not installed. ``MalformedRecord`` where it is another model: the bundle was
+    not written by one save (an edited file), and the normal form would describe a model nobody predicts with."""
+    try:
+        from catboost import CatBoost
+    except ImportError:
+        return False
+    model = CatBoost()
+    model.load_model(blob=cbm)
+    with tempfile.TemporaryDirectory(prefix="repro-catboost-") as tmp:
+        model.save_model(str(Path(tmp) / "model.json"), format="json")
+        again = json.loads((Path(tmp) / "model.json").read_bytes())
+    if again != dump:
+        from auditor.errors import MalformedRecord
+
+        raise MalformedRecord(f"{name}: its model.cbm is not the model its model.json describes (a bundle is written "
+                              "by one save of one model): it is not compared", hint="save the model again with the SDK")
+    return True
 
 
 def knobs(model: Any) -> dict[str, Any]:

@@ -99,6 +99,15 @@ EXECUTION_PARAMS = frozenset({"nthread", "n_jobs", "num_threads", "num_thread", 
                               "verbosity", "verbose", "silent"})
 
 
+#: parameters a library echoes into its model file that say only what it printed or wrote where (its log level, its
+#: training folder, snapshots), per flavour: set aside by the normal form (an honest rebuild writes into a folder of
+#: its own). CatBoost: ``model_info.params`` (``flat_params`` as given, ``logging_level`` as resolved)
+OUTPUT_PARAMS: Mapping[str, frozenset[str]] = {
+    "catboost": frozenset({"verbose", "silent", "logging_level", "metric_period", "train_dir", "allow_writing_files",
+                           "save_snapshot", "snapshot_file", "snapshot_interval"}),
+}
+
+
 def without_execution_params(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """A native ``train``/``cv`` call's arguments with ``EXECUTION_PARAMS`` left out of its params mapping (the first
     positional argument, or ``params=``): what the model is trained on and with, not how the work runs."""

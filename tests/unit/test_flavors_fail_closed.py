@@ -157,3 +157,34 @@ def test_sklearn_a_memory_address_in_fitted_state_is_set_aside():
     assert identical(*normals)
     assert any("_stop_words_id" in line for line in normals[0].set_aside)
     assert not identical(normals[0], _sk().normal_of(CountVectorizer(stop_words=["the", "an"]).fit(docs)))
+
+
+def test_catboost_output_settings_are_not_the_model(tmp_path):
+    """``train_dir``, ``verbose``, ``logging_level``: where and how much it wrote; an honest rebuild writes elsewhere."""
+    catboost = pytest.importorskip("catboost")
+    from auditor.flavors import catboost as fc
+
+    def fit(**kw):
+        return catboost.CatBoostClassifier(iterations=5, random_seed=0, thread_count=1, **kw).fit(X, Y)
+
+    one = fc.normal_json(_dump(fit(train_dir=str(tmp_path / "a"), verbose=0)))
+    assert identical(one, fc.normal_json(_dump(fit(train_dir=str(tmp_path / "b"), verbose=10))))
+    assert any("train_dir" in line for line in one.set_aside)
+    assert not identical(one, fc.normal_json(_dump(fit(train_dir=str(tmp_path / "a"), verbose=0, depth=3))))
+
+
+def test_catboost_a_bundle_whose_cbm_is_another_model_is_refused(tmp_path):
+    """The ladder reads model.json; predictions come from model.cbm: a bundle holding two models is never compared."""
+    catboost = pytest.importorskip("catboost")
+    from auditor.errors import MalformedRecord
+    from auditor.flavors import catboost as fc
+    from auditor.flavors.bundle import read_bundle, write_bundle
+
+    for seed in (0, 1):
+        fc.save(catboost.CatBoostClassifier(iterations=5, random_seed=seed, verbose=0, thread_count=1,
+                                            allow_writing_files=False).fit(X, Y), tmp_path / f"{seed}.zip")
+    members = read_bundle(tmp_path / "0.zip", fc.MEMBERS)
+    assert fc.normal_data((tmp_path / "0.zip").read_bytes(), "0.zip").set_aside  # a bundle of one save: read
+    write_bundle({**members, "model.cbm": read_bundle(tmp_path / "1.zip", fc.MEMBERS)["model.cbm"]}, tmp_path / "mixed.zip")
+    with pytest.raises(MalformedRecord, match="model.cbm is not the model"):
+        fc.normal_data((tmp_path / "mixed.zip").read_bytes(), "mixed.zip")
