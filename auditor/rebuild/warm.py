@@ -13,10 +13,13 @@ What the worker imports (``Preload``) is chosen so that the rebuild sees what a 
   stopping at a module of the project itself or a recorded local package, whose code must not run outside the
   rebuild), each only where installed in the interpreter's own folders (``zygote._installed``);
 * where those include ``auditor``, the SDK's own modules (``SDK_PRELOAD``), and for a seeded run torch
-  (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Not where the
-  script may set a variable before that (one it sets may be meant for torch's import): where it uses ``os.environ``
-  other than to read it, or under another name, or calls ``putenv``, loads a ``.env`` file (``dotenv``), touches
-  ``sys.path`` or imports a module of the project or a local package anywhere (whose code is not read here).
+  (``SEEDING_PRELOAD``): the SDK's seeding imports it as a run begins wherever torch is installed. Neither where the
+  script may set a variable before that (one it sets may be meant for torch's or NumPy's import):
+  ``_may_set_variables``.
+
+A worker whose imports read a variable that a rebuild sets otherwise (a per-run one: the worker has none) sends
+that rebuild to a fresh interpreter; so does one whose script folder holds a module named as one the worker holds
+(``zygote._shadowed``).
 
 A library imported later (inside a function, after other statements) is not imported early: the SDK notes what was
 imported after a run began, and a warm worker must not change that. A worker serves one key: the interpreter, the
@@ -31,13 +34,11 @@ from __future__ import annotations
 
 import ast
 import atexit
-import io
 import json
 import logging
 import os
 import subprocess
 import threading
-import tokenize
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,29 +99,40 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
             break
         names += [name for name in found if name not in names]
     sdk = [name for name in names if name.split(".")[0] == "auditor"]
-    if sdk:
+    if sdk and not _may_set_variables(tree, source, is_own):  # what the SDK's modules import (NumPy) reads them too
         sdk += [name for name in SDK_PRELOAD if name not in sdk]
-        if seeded and not _may_set_variables(tree, source, is_own):
+        if seeded:
             names += [name for name in SEEDING_PRELOAD if name not in names]
     return Preload(sdk=tuple(sdk), libraries=tuple(name for name in names if name not in sdk))
 
 
-#: what a script may set variables through without writing ``environ``: ``os.putenv``/``unsetenv``, python-dotenv
-_SETS_VARIABLES = ("putenv", "unsetenv", "dotenv")
+#: what a script may set variables through without writing ``environ``: ``os.putenv``/``unsetenv``, C's ``setenv``
+#: (ctypes), python-dotenv
+_SETS_VARIABLES = ("putenv", "setenv", "dotenv")
+#: what runs code this module does not read (a string, a module named at run time): it may set variables
+_RUNS_UNREAD_CODE = frozenset({"exec", "eval", "compile", "__import__", "import_module", "run_path", "run_module"})
 
 
 def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], bool]) -> bool:
     """Whether the script may set an environment variable before its run begins, as far as its own text tells: any
-    of ``_SETS_VARIABLES``; code it may load that is not read here (a module ``local`` says is the project's, or
-    ``sys.path`` touched); or an identifier holding ``environ`` that is not one of the reads ``_environ_reads``
-    counts (an alias of ``os.environ``, a write, a helper such as ``patch_environment`` or the environs library)."""
+    of ``_SETS_VARIABLES``; code it may run that is not read here (``_RUNS_UNREAD_CODE``: ``exec``, ``importlib``,
+    ``runpy``; a module ``local`` says is the project's; ``sys.path`` touched); a string naming ``environ`` (what
+    ``getattr``/``vars`` reach it through); or a name or attribute holding ``environ`` (read from the syntax tree, so
+    inside f-strings too) that is not one of the reads ``_environ_reads`` counts (an alias of ``os.environ``, a
+    write, a helper such as ``patch_environment`` or the environs library)."""
     if any(name in source for name in _SETS_VARIABLES) or _loads_own_code(tree, local):
         return True
-    try:
-        names = [token.string for token in tokenize.generate_tokens(io.StringIO(source).readline)
-                 if token.type == tokenize.NAME and "environ" in token.string]
-    except (tokenize.TokenError, SyntaxError):
-        return True
+    names, docstrings = [], {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    for node in ast.walk(tree):
+        word = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                else node.name.split(".")[-1] if isinstance(node, ast.alias)
+                else node.module if isinstance(node, ast.ImportFrom) else None)  # ``from environs import Env``
+        if word in _RUNS_UNREAD_CODE:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "environ" in node.value and id(node) not in docstrings:
+            return True
+        if word is not None and "environ" in word:
+            names.append(word)
     return any(name != "environ" for name in names) or len(names) != _environ_reads(tree)
 
 
@@ -205,6 +217,7 @@ class Worker:
         self.exits: dict[int, int] = {}
         self.ready: dict | None = None  # {"failed": [...], "unsafe": why or None} once the imports are done
         self.preload, self.alive, self.next_id, self.leases = preload, True, 0, 0
+        self.env = dict(env)  # what the imports saw: a rebuild whose value differs for one they read starts fresh
         threading.Thread(target=self._read, name="repro-warm-worker", daemon=True).start()
 
     def fork(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path, start_limit_s: float) -> WarmProcess:
@@ -216,6 +229,9 @@ class Worker:
                 raise Cold(f"its imports ({', '.join(self.preload.names())}) took over {start_limit_s:.0f} s")
             if self.ready is None or self.ready.get("unsafe"):
                 raise Cold((self.ready or {}).get("unsafe") or "the worker ended as it imported")
+        read_otherwise = sorted(k for k in self.ready.get("environ_read", ()) if env.get(k) != self.env.get(k))
+        if read_otherwise:  # a run-time variable (a data path, the seed) read as a library imported
+            raise Cold(f"its imports read {', '.join(read_otherwise)}, which this rebuild sets otherwise")
         with self.lock:
             self.next_id += 1
             request = self.next_id

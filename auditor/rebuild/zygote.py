@@ -7,8 +7,10 @@ interpreter may be a reconstructed environment without the auditor in it. ``PREL
 installed under this interpreter's own folders (``sysconfig``), never a module of the project or an editable
 install, whose code could read a run's variables as it is imported. A failure is left for the rebuild to meet again.
 It then freezes the garbage collector's view of what it imported (the pages stay shared), says whether forking is
-safe (no Python thread but this one, CUDA not initialised) and reads one request per line on fd 0, answering on
-fd 1, JSON both ways:
+safe (no Python thread but this one, CUDA not initialised) and which variables its imports read (``environ_read``:
+the pool starts fresh a rebuild that sets one of them otherwise), and reads one request per line on fd 0, answering
+on fd 1, JSON both ways (a request whose script folder holds a module named as one this worker holds is refused:
+``_shadowed``):
 
 * ``{"id": N, "argv": [...], "cwd": ..., "env": {...}, "log": PATH}`` → ``{"id": N, "pid": PID}`` at once (or
   ``{"id": N, "error": ...}`` when the fork fails), and ``{"pid": PID, "status": CODE, "cpu_s": S}`` when that
@@ -16,20 +18,25 @@ fd 1, JSON both ways:
 
 Each rebuild is a forked child made to look like a fresh ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``):
 a session of its own (the runner ends its whole process group on a timeout), stdout and stderr appended to the log,
-stdin from ``/dev/null``, the working directory, ``os.environ`` replaced by the request's, ``sys.argv``,
-``__main__`` and ``sys.path[0]`` as the interpreter sets them, NumPy's legacy global generator drawn afresh from
-the OS (``random`` reseeds itself after a fork); it ends through the interpreter's own shutdown (threads joined,
-``atexit`` handlers run, modules cleared so that files left open are flushed and closed). End of input (the
-auditor gone or done) ends the worker once its children have been reported.
+stdin from ``/dev/null``, the working directory, ``os.environ`` replaced by the request's (plus what the imports
+set), ``sys.argv``, ``__main__`` and ``sys.path[0]`` as the interpreter sets them, NumPy's legacy global generator
+(where the preload imported it) drawn afresh from the OS (``random`` reseeds itself after a fork); it ends through
+the interpreter's own shutdown (threads joined, ``atexit`` handlers run, modules cleared so that files left open are
+flushed and closed). End of input (the auditor gone or done) ends the worker once its children have been reported.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import os
-import select
 import sys
+
+#: what the interpreter had imported as it started, as a fresh ``python SCRIPT`` has before the script's folder
+#: goes first on its path (``_shadowed``)
+_AT_START = frozenset(sys.modules)
+
+import importlib  # noqa: E402 - after the record of what the interpreter imported by itself
+import json  # noqa: E402
+import os  # noqa: E402
+import select  # noqa: E402
 
 POLL_S = 0.05  # how often a running child's end is looked for while no request arrives
 
@@ -42,21 +49,50 @@ class _Become(BaseException):
 
 
 def main() -> None:
-    sys.path.pop(0)  # this file's folder is no part of a rebuild's import path
+    if not sys.flags.safe_path:
+        sys.path.pop(0)  # this file's folder is no part of a rebuild's import path
     requests, answers = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # what an import prints goes nowhere, never into the answers
     os.close(devnull)
     asked = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    failed = preload(asked.get("sdk", []), asked.get("libraries", []))
-    _answer(answers, {"ready": True, "failed": failed, "unsafe": _unsafe()})
+    environ = dict(os.environ)
+    with _reading_environ() as read:
+        failed = preload(asked.get("sdk", []), asked.get("libraries", []))
+    _SET_BY_IMPORTS.update({k: v for k, v in os.environ.items() if environ.get(k) != v})
+    _SET_BY_IMPORTS.update({k: None for k in environ if k not in os.environ})
+    _answer(answers, {"ready": True, "failed": failed, "unsafe": _unsafe(), "environ_read": sorted(read)})
     try:
         serve(requests, answers)
         return
     except _Become as child:
         request = child.request  # out of the handler before the script runs: its errors have no context of ours
     sys.exit(_become(request))  # the interpreter's own shutdown ends the rebuild
+
+
+#: the variables the preload's imports set (None: removed): a fresh interpreter's imports set them too
+_SET_BY_IMPORTS: dict[str, str | None] = {}
+
+
+class _reading_environ:  # noqa: N801 - used as a function: ``with _reading_environ() as read``
+    """The names of the variables read from ``os.environ`` (``[]``, ``get``, ``in``, ``os.getenv``) while the
+    preload imports: the pool starts a rebuild fresh where it sets one of them otherwise (a run-time variable)."""
+
+    def __enter__(self) -> set[str]:
+        self.read: set[str] = set()
+        cls, self.original = type(os.environ), type(os.environ).__getitem__
+        original, read = self.original, self.read
+
+        def getitem(environ: object, key: str) -> str:
+            read.add(key)
+            return original(environ, key)
+
+        cls.__getitem__ = getitem  # type: ignore[method-assign]
+        return self.read
+
+    def __exit__(self, *exc: object) -> None:
+        type(os.environ).__getitem__ = self.original  # type: ignore[method-assign]
 
 
 def preload(sdk: list[str], libraries: list[str]) -> list[str]:
@@ -94,10 +130,14 @@ def _installed(name: str) -> bool:
 
 def _unsafe() -> str | None:
     """Why a fork of this process would not be a clean process, or None."""
+    import _thread
     import threading
+    import time
 
-    if threading.active_count() > 1:
-        return f"{threading.active_count() - 1} Python thread(s) started by an import"
+    time.sleep(0.01)  # a thread an import started (``_thread``'s too) has begun to run: it is seen below
+    threads = max(threading.active_count(), len(sys._current_frames()), _thread._count() + 1)
+    if threads > 1:
+        return f"{threads - 1} Python thread(s) started by an import"
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "CUDA initialised by an import"
@@ -118,6 +158,10 @@ def serve(requests: int, answers: int) -> None:
             while b"\n" in buffered:
                 line, buffered = buffered.split(b"\n", 1)
                 request = json.loads(line)
+                shadowed = _shadowed(request)
+                if shadowed:
+                    _answer(answers, {"id": request["id"], "error": shadowed})
+                    continue
                 try:
                     pid = _fork(request, requests, answers)
                 except OSError as exc:  # no memory or process slot for a fork: the runner starts it fresh
@@ -126,6 +170,26 @@ def serve(requests: int, answers: int) -> None:
                 running.add(pid)
                 _answer(answers, {"id": request["id"], "pid": pid})
         _reap(running, answers, block=False)
+
+
+def _shadowed(request: dict) -> str | None:
+    """Why a fresh interpreter would import another module than one this worker holds: a module of the rebuild's
+    first path entry (the script's folder, or the working directory for ``-m``) named as one the worker imported
+    beyond what the interpreter itself starts with (``json.py`` beside the script: the worker holds the standard one)."""
+    if sys.flags.safe_path:
+        return None
+    argv, cwd = request["argv"], request["cwd"]
+    first = cwd if argv[0] == "-m" else os.path.dirname(os.path.realpath(os.path.join(cwd, argv[0])))
+    try:
+        entries = os.listdir(first)
+    except OSError:
+        return None
+    held = {name.split(".")[0] for name in sys.modules} - {name.split(".")[0] for name in _AT_START}
+    for entry in entries:
+        name = entry.split(".")[0]
+        if name in held and (entry.endswith((".py", ".so", ".pyd")) or os.path.isfile(os.path.join(first, entry, "__init__.py"))):
+            return f"the project's {entry} would be imported as {name}, which the worker imported from the interpreter's own folders"
+    return None
 
 
 def _reap(running: set[int], answers: int, *, block: bool) -> None:
@@ -169,9 +233,14 @@ def _become(request: dict) -> int:
         _retitle([sys.executable, *request["argv"]])
         os.environ.clear()
         os.environ.update(request["env"])
-        numpy = sys.modules.get("numpy")
-        if numpy is not None:
-            numpy.random.seed()  # a fresh interpreter draws the legacy global generator from the OS; a fork would share it
+        for name, value in _SET_BY_IMPORTS.items():  # what the imports set (scikit-learn: KMP_INIT_AT_FORK, ...)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        legacy = sys.modules.get("numpy.random")  # not imported here where the preload did not (it imports secrets)
+        if legacy is not None:
+            legacy.seed()  # a fresh interpreter draws the legacy global generator from the OS; a fork would share it
     except BaseException:  # noqa: BLE001 - said in the log (or the worker's stderr), exit code 70
         import traceback
 
@@ -205,7 +274,8 @@ def _run(argv: list[str]) -> int:
             import runpy
 
             sys.argv = [argv[1], *argv[2:]]
-            sys.path.insert(0, os.getcwd())
+            if not sys.flags.safe_path:
+                sys.path.insert(0, os.getcwd())
             # what `python -m` itself calls: the module runs as __main__ and stays so for atexit handlers
             runpy._run_module_as_main(argv[1], alter_argv=True)  # type: ignore[attr-defined]
         else:
@@ -227,12 +297,17 @@ def _run_script(path: str) -> None:
     import io
     from importlib.machinery import SourceFileLoader
 
-    sys.path.insert(0, os.path.dirname(path))
+    if not sys.flags.safe_path:
+        sys.path.insert(0, os.path.dirname(os.path.realpath(path)))  # a linked script's own folder, as CPython has it
     with io.open_code(path) as fh:
         code = compile(fh.read(), path, "exec", dont_inherit=True)
     main = sys.modules["__main__"]
-    main.__dict__.update(__file__=path, __cached__=None, __builtins__=__builtins__,
+    main.__dict__.update(__file__=path, __cached__=None, __builtins__=__builtins__, __annotations__={},
                          __loader__=SourceFileLoader("__main__", path))
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    sys.setrecursionlimit(sys.getrecursionlimit() + depth)  # the script's frames as deep as in a fresh interpreter
     exec(code, main.__dict__)  # noqa: S102 - the rebuild's own entry point, as the interpreter would run it
 
 

@@ -117,7 +117,8 @@ SEEDING = ("torch",)
     ('import numpy\nimport helpers\nimport pandas\n', True, (), ("numpy",)),  # the project's own module stops it
     ('import numpy\nimport mylib\nimport pandas\n', True, (), ("numpy",)),  # so does a recorded local package
     ('import numpy\nfrom . import x\n', True, (), ("numpy",)),
-    ('import auditor\nimport os\nos.environ["X"] = "1"\n', True, SDK, ("os",)),  # a script that sets variables: no torch
+    # a script that sets variables: neither torch nor the SDK's modules (they import NumPy, which reads them)
+    ('import auditor\nimport os\nos.environ["X"] = "1"\n', True, ("auditor",), ("os",)),
 ])
 def test_what_the_worker_imports_first(tmp_path, script, seeded, sdk, libraries):
     from auditor.rebuild.warm import SDK_PRELOAD, Preload, leading_imports
@@ -155,6 +156,16 @@ SETTERS = [
     ('os.environ.copy()\n', False),
     ('sys.path.insert(0, "src")\nimport mypkg\n', False),  # a project's src/ folder: its code is not read here
     ('# os.environ is read, never written\nx = os.environ.get("A", "")\n', True),
+    # ways past a reading of names (an adversarial review of 3096eaa): each may set a variable
+    ('print(f"{os.environ.setdefault(\'OMP_THREAD_LIMIT\', \'1\')}")\n', False),
+    ('getattr(os, "environ")["OMP_THREAD_LIMIT"] = "1"\n', False),
+    ('vars(os)["environ"]["OMP_THREAD_LIMIT"] = "1"\n', False),
+    ('exec(compile("x = 1", "f", "exec"))\n', False),
+    ('import importlib\nimportlib.import_module("helpers")\n', False),
+    ('from importlib import import_module\nimport_module("helpers")\n', False),
+    ('__import__("helpers")\n', False),
+    ('import runpy\nrunpy.run_path("helpers.py")\n', False),
+    ('import ctypes\nctypes.CDLL(None).setenv(b"OMP_THREAD_LIMIT", b"1", 1)\n', False),
 ]
 
 
@@ -165,7 +176,7 @@ def test_the_worker_imports_torch_first_only_where_the_script_cannot_set_a_varia
     (tmp_path / "train.py").write_text("import os\nimport auditor\n" + script)
     (tmp_path / "helpers.py").write_text("")
     got = leading_imports(tmp_path / "train.py", tmp_path, seeded=True, local={"MyLib"})
-    assert got.sdk == SDK and ("torch" in got.libraries) is torch_first
+    assert got.sdk == (SDK if torch_first else ("auditor",)) and ("torch" in got.libraries) is torch_first
 
 
 def test_a_library_outside_the_interpreters_folders_is_never_imported_by_the_worker(tmp_path):
@@ -338,3 +349,89 @@ def test_relative_paths_mean_what_they_mean_to_a_fresh_interpreter_and_ps_shows_
     assert cwd == str(tmp_path / "ws" / "project")
     assert (tmp_path / "ws" / "out" / "rebuild.log").read_text() == outcome.log  # the log where the runner reads it
     assert "probe.py --lr 0.5" in cmdline and "zygote" not in cmdline
+
+
+# -- found by an adversarial review of the worker (each failed before its fix) --------------------------------------
+
+
+def _fresh_and_warm(tmp_path: Path, code: str, *, env=None, files=None) -> tuple:
+    """``code`` as probe.py run fresh and warm: both outcomes (``files``: more of the project, by path)."""
+    for path, text in (files or {}).items():
+        target = tmp_path / "project" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return _run(tmp_path, "fresh", warm=False, args=(), env=env, code=code)[0], _run(tmp_path, "warm", warm=True, args=(), env=env, code=code)[0]
+
+
+def test_a_project_module_named_as_one_the_worker_holds_gets_a_fresh_interpreter(tmp_path):
+    """The worker imported the standard json (and whatever its preload pulled in); a fresh interpreter would import
+    the project's json.py, first on its path."""
+    fresh, warm = _fresh_and_warm(tmp_path, "import json\nprint(json.WHOSE)\n", files={"json.py": "WHOSE = 'project'\n"})
+    assert fresh.log == warm.log == "project\n" and not warm.warm
+
+
+def test_a_linked_script_and_a_safe_path_set_up_the_path_as_the_interpreter_does(tmp_path):
+    files = {"src/train.py": "import helpers\nprint(helpers.WHERE)\n", "src/helpers.py": "WHERE = 'src'\n",
+             "helpers.py": "WHERE = 'root'\n"}
+    for path, text in files.items():
+        (tmp_path / "project" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "project" / path).write_text(text)
+    (tmp_path / "project" / "linked.py").symlink_to(tmp_path / "project" / "src" / "train.py")
+    for warm in (False, True):
+        spec = RunSpec(argv=["python", "linked.py"], cwd=tmp_path / "project", output_dir=tmp_path / f"out{warm}",
+                       env={"PYTHONHASHSEED": "0"})
+        outcome = ProcessRunner(warm=warm).run(spec)
+        assert outcome.warm is warm and outcome.log == "src\n"  # CPython puts the link's target folder first
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "ppmod.py").write_text("WHERE = 'PYTHONPATH'\n")
+    code = "import sys, ppmod\nprint(ppmod.WHERE, sys.path[0] == '')\n"
+    fresh, warm = _fresh_and_warm(tmp_path, code, env={"PYTHONSAFEPATH": "1", "PYTHONPATH": str(lib)})
+    assert fresh.log == warm.log == "PYTHONPATH False\n"
+
+
+def test_variables_the_imports_set_and_the_main_modules_names_are_a_fresh_interpreters(tmp_path):
+    """scikit-learn sets KMP_INIT_AT_FORK as it imports; ``__annotations__`` is a name of every fresh ``__main__``."""
+    code = "import os\nimport sklearn\nprint(os.environ.get('KMP_INIT_AT_FORK'), __annotations__)\n"
+    fresh, warm = _fresh_and_warm(tmp_path, code)
+    assert warm.warm and fresh.log == warm.log == "FALSE {}\n"
+
+
+def _venv_with(tmp_path: Path, modules: dict[str, str]) -> str:
+    """A scratch interpreter whose own site-packages hold ``modules`` (installed, as a team's library would be), and
+    this environment's through a ``.pth``."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    purelib = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  capture_output=True, text=True, check=True).stdout.strip())
+    (purelib / "zz_auditor.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    for name, text in modules.items():
+        (purelib / f"{name}.py").write_text(text)
+    return python
+
+
+def test_a_library_that_reads_a_run_time_variable_or_starts_a_thread_as_it_imports_gets_a_fresh_interpreter(tmp_path):
+    """An installed helper that reads REPRO_DATA_TRAIN as it imports would read it unset in the worker, and train on
+    the working copy instead of the recorded snapshot; one that starts a ``_thread`` poller would leave its lock held
+    in every fork. A library that reads only what the worker's key holds (HOME) is forked."""
+    python = _venv_with(tmp_path, {
+        "teamdata": "import os\nTRAIN = os.environ.get('REPRO_DATA_TRAIN', 'data/train')\n",
+        "teamhome": "import os\nHOME = os.environ.get('HOME')\n",
+        "bgpoll": "import _thread, time\n_thread.start_new_thread(lambda: time.sleep(30), ())\n"})
+    pool = warm_module.WarmPool()
+    try:
+        for module, forked in (("teamdata", False), ("bgpoll", False), ("teamhome", True)):
+            project = tmp_path / module
+            project.mkdir()
+            (project / "train.py").write_text(f"import {module}\n")
+            env = {"PYTHONHASHSEED": "0", "HOME": str(tmp_path), "REPRO_DATA_TRAIN": str(tmp_path / "snapshot")}
+            started = pool.start((), python, [python, "train.py"], project, env, tmp_path / f"{module}.log", 30)
+            assert (started is not None) is forked, module
+            if started is not None:
+                assert started.wait(30) == 0
+    finally:
+        pool.close()
