@@ -255,6 +255,7 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
         out.structural.append(f"{len(ta)} vs {len(tb)} trees")
     dist = _Distance()
     entries = _forest_entries(ta, tb, dist)
+    in_trees = bool(entries)
     for name in sorted(set(a.arrays) | set(b.arrays)):
         if name not in b.arrays or name not in a.arrays:
             (out.only_in_a if name in a.arrays else out.only_in_b).append(name)
@@ -262,10 +263,13 @@ def diff_normals(a: Normal, b: Normal) -> StructuralDiff:
         entry = _array_entry(name, a.arrays[name], b.arrays[name], dist)
         entries += [entry] if entry else []
     if not (entries or meta or out.only_in_a or out.only_in_b or len(ta) != len(tb)):
-        where = first_difference(*(_jsonable(n.document() if n.document else n.identity) for n in (a, b)))  # what the ladder does not read
+        where = first_difference(*(n.document() if n.document else n.identity for n in (a, b)))  # what the ladder does not read
         meta.append(Entry(f"model file at {where or '(top)'}", "differs outside the compared structure", structural=True, kind="file"))
         out.compared += 1
     _totals(out, entries + meta, dist)  # parameters last: the first divergence named is in the model
+    if len(ta) != len(tb) and not in_trees:  # the trees both hold agree: the first divergence is the first tree one lacks
+        k = min(len(ta), len(tb))
+        out.first = f"tree {k}: only in the {'registered model' if len(ta) > len(tb) else 'rebuild'} ({len(ta)} vs {len(tb)} trees)"
     out.twin = _twin(ta, tb, entries)
     out.cause = next((f"{e.name}: {e.note}" for e in meta if e.kind == "parameter"), None)  # the input that explains it
     return out
@@ -297,7 +301,8 @@ def _twin(ta: Forest, tb: Forest, entries: Sequence[Entry]) -> tuple[int, list[t
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:
-    """The path of the first place two JSON-like values differ (None: they are equal)."""
+    """The path of the first place two JSON-like values differ (None: they are equal), down to the element: lists are
+    walked as they are (never as the digest of a long list, ``_packed``), a leaf compared as the digest keys it."""
     if type(a) is not type(b):
         return path or "(top)"
     if isinstance(a, dict):
@@ -308,13 +313,13 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
             if found:
                 return found
         return None
-    if isinstance(a, list):
+    if isinstance(a, (list, tuple)):
         for i, (x, y) in enumerate(zip(a, b, strict=False)):
             found = first_difference(x, y, f"{path}[{i}]")
             if found:
                 return found
         return f"{path}[{min(len(a), len(b))}]" if len(a) != len(b) else None
-    return None if a == b else (path or "(top)")
+    return None if _jsonable(a) == _jsonable(b) else (path or "(top)")
 
 
 def _totals(out: StructuralDiff, entries: list[Entry], dist: _Distance) -> None:

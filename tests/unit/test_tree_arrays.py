@@ -102,3 +102,28 @@ def test_xgboost_read_from_its_bytes_names_what_its_json_names(tmp_path):
     assert from_bytes.first == from_json.first and from_bytes.first.startswith(f"tree 4 node {len(conditions) - 1}: leaf value ")
     assert from_bytes.twin == from_json.twin
     assert diff_normals(a, fx.normal(tmp_path / "a.zip")).identical
+
+
+def test_a_rebuild_with_more_trees_names_the_first_tree_it_added_and_a_file_difference_its_element(tmp_path):
+    """3 rounds against 5 whose first 3 are the same: the first divergence is tree 3, not a training statistic; a
+    dart weight edited is named at its element, not inside the digest of a long list (an adversarial review)."""
+    xgboost = pytest.importorskip("xgboost")
+    from auditor.flavors import xgboost as fx
+
+    x = np.random.default_rng(0).normal(size=(300, 4))
+    y = x[:, 0] + np.sin(x[:, 1])
+    params = {"max_depth": 3, "nthread": 1, "tree_method": "hist", "seed": 0}
+    for rounds in (3, 5):
+        fx.save(xgboost.train(params, xgboost.DMatrix(x, y), rounds), tmp_path / f"{rounds}.zip")
+    diff = diff_normals(fx.normal(tmp_path / "3.zip"), fx.normal(tmp_path / "5.zip"))
+    assert diff.first == "tree 3: only in the rebuild (3 vs 5 trees)" and diff.only_in_b == ["tree 3", "tree 4"]
+    dart = xgboost.train({**params, "booster": "dart", "rate_drop": 0.0}, xgboost.DMatrix(x, y), 20)
+    doc = json.loads(bytes(dart.save_raw("json")))
+    doc["learner"]["gradient_booster"]["weight_drop"][7] = 0.5
+    edited = xgboost.Booster()
+    edited.load_model(bytearray(json.dumps(doc).encode()))
+    edited.load_config(dart.save_config())
+    fx.save(dart, tmp_path / "dart.zip")
+    fx.save(edited, tmp_path / "edited.zip")
+    first = diff_normals(fx.normal(tmp_path / "dart.zip"), fx.normal(tmp_path / "edited.zip")).first
+    assert first is not None and first.startswith("model file at ") and "weight_drop[7]" in first
