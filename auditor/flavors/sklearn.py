@@ -270,6 +270,8 @@ def _state(value: Any, path: str, normal: Normal, depth: int, seen: dict[int, st
         normal.meta[path] = f"{value.__module__}.{value.__qualname__}"
     elif (type(value).__name__ == "Tree" and hasattr(value, "__getstate__")) or hasattr(value, "get_params"):
         _walk(value, path, normal, seen)
+    elif type(value).__name__ == "TreePredictor" and isinstance(getattr(value, "nodes", None), np.ndarray):
+        _predictor(value, path, normal, seen)
     elif isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.dtype == object):
         items = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
         normal.meta[f"{path}.length"] = len(items)
@@ -285,6 +287,34 @@ def _state(value: Any, path: str, normal: Normal, depth: int, seen: dict[int, st
     else:
         raise MalformedRecord(f"{path}: a fitted attribute of type {type(value).__name__} cannot be compared by value; "
                               "it is not judged identical")
+
+
+#: a HistGradientBoosting node's fields the ladder reads (the rest are kept as arrays: counts, gains, bins)
+_PREDICTOR_LADDER = ("value", "is_leaf", "missing_go_to_left", "is_categorical", "num_threshold", "left", "right", "feature_idx")
+
+
+def _predictor(predictor: Any, path: str, normal: Normal, seen: dict[int, str]) -> None:
+    """A HistGradientBoosting tree (``TreePredictor``: one node table) as a tree of the ladder, so a leaf that moved
+    is named by tree and node and measured; the node fields the ladder does not read, and the predictor's other
+    attributes (its category bitsets), by value."""
+    nodes = predictor.nodes
+    leaf = nodes["is_leaf"].astype(bool)
+    categorical = nodes["is_categorical"].astype(np.int32) if "is_categorical" in nodes.dtype.names else np.zeros(len(leaf), np.int32)
+    kind = np.where(leaf, 0, 1 + nodes["missing_go_to_left"].astype(np.int32) + 2 * categorical).astype(np.int32)
+    normal.trees.append(Forest(
+        offsets=np.array([0, len(leaf)], dtype=np.int64), leaf=leaf, feature=nodes["feature_idx"].astype(np.int64),
+        threshold=nodes["num_threshold"].astype(np.float64),
+        children=tuple(np.where(leaf, -1, nodes[side]).astype(np.int64) for side in ("left", "right")), kind=kind,
+        kinds=("", "missing_left=0", "missing_left=1", "categorical missing_left=0", "categorical missing_left=1"),
+        values=np.where(leaf, nodes["value"], np.nan).astype(np.float64).reshape(-1, 1)))
+    normal.meta[f"{path}.tree_index"] = len(normal.trees) - 1
+    for field in nodes.dtype.names:
+        if field not in _PREDICTOR_LADDER:
+            normal.arrays[f"{path}.nodes.{field}"] = np.ascontiguousarray(nodes[field])
+    normal.arrays[f"{path}.nodes.value at splits"] = np.where(leaf, 0.0, nodes["value"]).astype(np.float64)  # not predicted with
+    for key, value in sorted(vars(predictor).items()):
+        if key != "nodes":
+            _state(value, _join(path, key), normal, 0, seen)
 
 
 def _children(est: Any) -> list[tuple[str, Any]]:

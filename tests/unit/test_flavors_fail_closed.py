@@ -188,3 +188,18 @@ def test_catboost_a_bundle_whose_cbm_is_another_model_is_refused(tmp_path):
     write_bundle({**members, "model.cbm": read_bundle(tmp_path / "1.zip", fc.MEMBERS)["model.cbm"]}, tmp_path / "mixed.zip")
     with pytest.raises(MalformedRecord, match="model.cbm is not the model"):
         fc.normal_data((tmp_path / "mixed.zip").read_bytes(), "mixed.zip")
+
+
+def test_sklearn_a_histgradientboosting_leaf_is_named_and_measured_in_the_ladder():
+    """Its trees are node tables (``TreePredictor``): a leaf that moved is tree and node, by how much, not a
+    structural 'values differ' of a whole table (an adversarial review)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    hgb = HistGradientBoostingClassifier(max_iter=5, random_state=0).fit(X, Y)
+    moved = copy.deepcopy(hgb)
+    nodes = moved._predictors[3][0].nodes
+    k = int(np.flatnonzero(nodes["is_leaf"])[0])
+    nodes["value"][k] += 1e-12
+    diff = base.diff_normals(_sk().normal_of(hgb), _sk().normal_of(moved))
+    assert len(_sk().normal_of(hgb).trees) == 5 and not diff.structural
+    assert diff.first.startswith(f"tree 3 node {k}: leaf value") and 0 < diff.max_abs < 1e-11
