@@ -102,8 +102,30 @@ def _forest(trees: Any, raw: bytes | None) -> Forest:
     leaf = left == -1
     kind, kinds = _kinds(default_left, split_type)
     kind[leaf] = 0
-    return Forest(offsets=np.concatenate([[0], np.cumsum(sizes)]), leaf=leaf, feature=feature, threshold=condition,
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return Forest(offsets=offsets, leaf=leaf, feature=feature, threshold=_with_category_sets(condition, trees, raw, offsets),
                   children=(left, right), kind=kind, kinds=kinds, values=condition.reshape(-1, 1))
+
+
+def _with_category_sets(condition: np.ndarray, trees: Any, raw: bytes | None, offsets: np.ndarray) -> np.ndarray:
+    """The split thresholds, a categorical split's being its category set (what it sends left; its condition is a
+    placeholder): so a set that differs is named by its tree and node."""
+    found = _categorical(trees)
+    if not found:
+        return condition
+    threshold = condition.astype(object)
+    plain = functools.partial(ubjson.plain, raw) if raw is not None else (lambda v: v)
+    def ints(tree: dict[str, Any], key: str) -> list[int]:
+        value = plain(tree.get(key))
+        return [] if value is None else [int(v) for v in value]
+
+    for i, tree in found:
+        categories, segments, sizes = (ints(tree, k) for k in ("categories", "categories_segments", "categories_sizes"))
+        for node, start, size in zip(ints(tree, "categories_nodes"), segments, sizes, strict=False):
+            if not 0 <= node < offsets[i + 1] - offsets[i]:
+                raise MalformedRecord(f"an XGBoost tree's categorical node {node} is outside tree {i}")
+            threshold[offsets[i] + node] = tuple(categories[start:start + size])
+    return threshold
 
 
 def _kinds(default_left: np.ndarray, split_type: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -129,7 +151,7 @@ def normal_from(model_json: dict[str, Any], config: dict[str, Any], raw: bytes |
     meta = {**flat, "version": plain(model_json.get("version")), "tree_info": plain(booster_model.get("tree_info")),
             "iteration_indptr": plain(booster_model.get("iteration_indptr")),
             **{f"learner.{k}": plain(v) for k, v in learner.items() if k != "gradient_booster"},
-            "trees.categories": [[plain(t.get("categories")), plain(t.get("categories_nodes"))] for t in _categorical(trees)]}
+            }  # category sets: the thresholds of categorical splits (``_with_category_sets``), and in the identity
     arrays = {"node statistics (loss_changes, sum_hessian, base_weights)": _statistics(trees, raw)}
     set_aside = [f"config {k.rsplit('.', 1)[-1]} (a thread count echoed into the config, not the model)"
                  for k in SET_ASIDE if k in _flatten(config)]
@@ -146,11 +168,11 @@ def _size(value: Any) -> int:
     return value.count if isinstance(value, ubjson.Span) else len(value or [])
 
 
-def _categorical(trees: Any) -> list[dict[str, Any]]:
-    """The trees with categorical splits (their category lists are part of the model)."""
+def _categorical(trees: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The trees with categorical splits, by index (their category lists are part of the model)."""
     if isinstance(trees, ubjson.Records) and "categories" in trees.dtypes:
-        return [trees[i] for i in np.flatnonzero(np.frombuffer(trees.counts["categories"], dtype=np.int64)).tolist()]
-    return [t for t in trees if _size(t.get("categories"))]
+        return [(i, trees[i]) for i in np.flatnonzero(np.frombuffer(trees.counts["categories"], dtype=np.int64)).tolist()]
+    return [(i, t) for i, t in enumerate(trees) if _size(t.get("categories"))]
 
 
 def normal(path: str | os.PathLike) -> Normal:

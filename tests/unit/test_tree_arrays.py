@@ -127,3 +127,32 @@ def test_a_rebuild_with_more_trees_names_the_first_tree_it_added_and_a_file_diff
     fx.save(edited, tmp_path / "edited.zip")
     first = diff_normals(fx.normal(tmp_path / "dart.zip"), fx.normal(tmp_path / "edited.zip")).first
     assert first is not None and first.startswith("model file at ") and "weight_drop[7]" in first
+
+
+def test_an_xgboost_category_set_that_differs_is_named_by_tree_and_node(tmp_path):
+    """A categorical split sends a set of categories left: that set is its threshold, read alike from the bytes and
+    from the JSON (not a parameter, nor the cause of the difference)."""
+    xgboost = pytest.importorskip("xgboost")
+    from auditor.flavors import xgboost as fx
+
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.normal(size=(300, 3)), rng.integers(0, 6, 300)]).astype(float)
+    y = x[:, 0] + (x[:, 3] % 2)
+    data = xgboost.DMatrix(x, y, feature_types=["q", "q", "q", "c"], enable_categorical=True)
+    model = xgboost.train({"max_depth": 2, "nthread": 1, "max_cat_to_onehot": 1, "tree_method": "hist"}, data, 3)
+    doc = json.loads(bytes(model.save_raw("json")))
+    tree = doc["learner"]["gradient_booster"]["model"]["trees"][2]
+    k = tree["categories_nodes"][-1]
+    start, size = tree["categories_segments"][-1], tree["categories_sizes"][-1]
+    tree["categories"][start + size - 1] = max(tree["categories"]) + 1
+    edited = xgboost.Booster()
+    edited.load_model(bytearray(json.dumps(doc).encode()))
+    edited.load_config(model.save_config())
+    fx.save(model, tmp_path / "a.zip")
+    fx.save(edited, tmp_path / "b.zip")
+    diff = diff_normals(fx.normal(tmp_path / "a.zip"), fx.normal(tmp_path / "b.zip"))
+    assert diff.first.startswith(f"tree 2 node {k}: split threshold differs on feature 3: (") and diff.cause is None
+    config = json.loads(model.save_config())
+    from_json = diff_normals(fx.normal_from(json.loads(bytes(model.save_raw("json"))), config), fx.normal_from(doc, config))
+    assert from_json.first == diff.first
+    assert diff_normals(fx.normal(tmp_path / "a.zip"), fx.normal(tmp_path / "a.zip")).identical
