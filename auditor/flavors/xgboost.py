@@ -104,7 +104,30 @@ def _forest(trees: Any, raw: bytes | None) -> Forest:
     kind[leaf] = 0
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     return Forest(offsets=offsets, leaf=leaf, feature=feature, threshold=_with_category_sets(condition, trees, raw, offsets),
-                  children=(left, right), kind=kind, kinds=kinds, values=condition.reshape(-1, 1))
+                  children=(left, right), kind=kind, kinds=kinds, values=_leaf_values(condition, trees, raw, offsets, leaf, right))
+
+
+def _leaf_values(condition: np.ndarray, trees: Any, raw: bytes | None, offsets: np.ndarray, leaf: np.ndarray,
+                 right: np.ndarray) -> np.ndarray:
+    """Each leaf's value: its split condition, or in a multi-output tree (``multi_strategy="multi_output_tree"``) its
+    vector of ``leaf_weights``, found at the leaf's index (its right child slot) times the vector's size."""
+    if isinstance(trees, ubjson.Records):
+        counts = np.frombuffer(trees.counts["leaf_weights"], dtype=np.int64) if "leaf_weights" in trees.dtypes else np.zeros(len(trees), np.int64)
+    else:
+        counts = np.array([_size(t.get("leaf_weights")) for t in trees], dtype=np.int64)
+    if not counts.any():
+        return condition.reshape(-1, 1)
+    leaves = np.add.reduceat(leaf.astype(np.int64), offsets[:-1]) if len(leaf) else np.zeros(len(counts), np.int64)
+    widths = {int(c) // int(n) for c, n in zip(counts, leaves, strict=True) if n} - {0}
+    weights = np.asarray(_column(trees, "leaf_weights", raw), dtype=condition.dtype)  # as the conditions are read
+    if len(widths) != 1 or any(c != n * next(iter(widths)) for c, n in zip(counts, leaves, strict=True)):
+        raise MalformedRecord("an XGBoost multi-output tree's leaf_weights do not hold one vector per leaf")
+    width = widths.pop()
+    tree_of = np.repeat(np.arange(len(counts)), np.diff(offsets))
+    base = (np.concatenate([[0], np.cumsum(counts)])[tree_of] + right.astype(np.int64) * width)[leaf]
+    values = np.full((len(leaf), width), np.nan, dtype=condition.dtype)
+    values[leaf] = weights[base[:, None] + np.arange(width)]
+    return values
 
 
 def _with_category_sets(condition: np.ndarray, trees: Any, raw: bytes | None, offsets: np.ndarray) -> np.ndarray:

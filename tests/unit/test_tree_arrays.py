@@ -156,3 +156,31 @@ def test_an_xgboost_category_set_that_differs_is_named_by_tree_and_node(tmp_path
     from_json = diff_normals(fx.normal_from(json.loads(bytes(model.save_raw("json"))), config), fx.normal_from(doc, config))
     assert from_json.first == diff.first
     assert diff_normals(fx.normal(tmp_path / "a.zip"), fx.normal(tmp_path / "a.zip")).identical
+
+
+def test_an_xgboost_multi_output_leaf_is_its_vector_of_leaf_weights(tmp_path):
+    """With ``multi_strategy="multi_output_tree"`` a leaf's values are in ``leaf_weights`` (its split condition is a
+    placeholder): a leaf edited there is named by tree and node, read alike from the bytes and from the JSON."""
+    xgboost = pytest.importorskip("xgboost")
+    from auditor.flavors import xgboost as fx
+
+    x = np.random.default_rng(0).normal(size=(300, 3))
+    y = np.column_stack([x[:, 0], -x[:, 0]])
+    model = xgboost.train({"max_depth": 2, "nthread": 1, "multi_strategy": "multi_output_tree", "tree_method": "hist"},
+                          xgboost.DMatrix(x, y), 3)
+    doc = json.loads(bytes(model.save_raw("json")))
+    tree = doc["learner"]["gradient_booster"]["model"]["trees"][1]
+    tree["leaf_weights"][1] += 0.25  # the first leaf's second value
+    edited = xgboost.Booster()
+    edited.load_model(bytearray(json.dumps(doc).encode()))
+    edited.load_config(model.save_config())
+    fx.save(model, tmp_path / "a.zip")
+    fx.save(edited, tmp_path / "b.zip")
+    a = fx.normal(tmp_path / "a.zip")
+    first_leaf = next(k for k, n in enumerate(a.trees.nodes(1)) if n.leaf)
+    assert len(a.trees.nodes(1)[first_leaf].value) == 2
+    diff = diff_normals(a, fx.normal(tmp_path / "b.zip"))
+    assert diff.first.startswith(f"tree 1 node {first_leaf}: leaf value [") and 0.2 < diff.max_abs < 0.3
+    config = json.loads(model.save_config())
+    as_json = [fx.normal_from(json.loads(bytes(m.save_raw("json"))), config) for m in (model, edited)]
+    assert diff_normals(*as_json).first == diff.first
