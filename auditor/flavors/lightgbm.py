@@ -26,7 +26,7 @@ SET_ASIDE_PARAMS = ("num_threads",)
 KNOBS = ("num_threads", "deterministic", "force_row_wise", "force_col_wise", "bagging_fraction", "bagging_freq",
          "bagging_seed", "feature_fraction", "feature_fraction_seed", "device_type", "gpu_use_dp", "seed", "data_random_seed",
          "extra_trees", "extra_seed", "boosting", "objective")
-_TREE_META = ("num_cat", "cat_boundaries", "cat_threshold", "is_linear", "shrinkage")
+_TREE_META = ("num_cat", "cat_boundaries", "cat_threshold", "is_linear", "num_features", "leaf_features", "shrinkage")
 #: printed with 6 digits or derived from the others: not compared
 _TREE_SKIPPED = ("split_gain", "internal_value", "internal_weight", "internal_count", "leaf_weight", "leaf_count", "num_leaves")
 
@@ -71,7 +71,7 @@ def _blocks(text: str) -> tuple[dict[str, str], list[dict[str, str]], dict[str, 
 
 def _forest(trees: list[dict[str, str]]) -> Forest:
     """The trees as arrays, parsed field by field (each a line of numbers): a tree's splits, then its leaves."""
-    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "feature", "threshold", "left", "right", "kind", "values")}
+    columns: dict[str, list[np.ndarray]] = {k: [] for k in ("leaf", "feature", "threshold", "left", "right", "kind", "values", "widths")}
     vocabulary: dict[str, int] = {"": 0}
     sizes = []
     for t in trees:
@@ -85,7 +85,18 @@ def _forest(trees: list[dict[str, str]]) -> Forest:
     return Forest(offsets=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]), leaf=np.concatenate(columns["leaf"]),
                   feature=np.concatenate(columns["feature"]), threshold=np.concatenate(thresholds),
                   children=(np.concatenate(columns["left"]), np.concatenate(columns["right"])),
-                  kind=np.concatenate(columns["kind"]), kinds=tuple(vocabulary), values=np.concatenate(columns["values"]).reshape(-1, 1))
+                  kind=np.concatenate(columns["kind"]), kinds=tuple(vocabulary), **_values(columns))
+
+
+def _values(columns: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray | None]:
+    """The leaves' values as the Forest holds them: one column, or (linear trees: a leaf's value, constant and
+    coefficients) as wide as the widest leaf, NaN beyond each leaf's own ``widths``."""
+    widths = np.concatenate(columns["widths"])
+    width = int(widths.max(initial=1))
+    if width == 1:
+        return {"values": np.concatenate([v[:, 0] for v in columns["values"]]).reshape(-1, 1), "widths": None}
+    padded = [np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=np.nan) for v in columns["values"]]
+    return {"values": np.concatenate(padded), "widths": widths}
 
 
 def _tree(t: dict[str, str], columns: dict[str, list[np.ndarray]], vocabulary: dict[str, int]) -> tuple[int, int]:
@@ -103,25 +114,61 @@ def _tree(t: dict[str, str], columns: dict[str, list[np.ndarray]], vocabulary: d
         features = np.array(t["split_feature"].split()[:n], dtype=np.int64)  # as many as there are splits, as before
         text = t["threshold"].split()[:n]
         categorical = (np.array(kinds, dtype=np.int64) & 1).astype(bool)[:len(text)]
-        thresholds = (np.fromiter((x if c else float(x) for x, c in zip(text, categorical, strict=True)), dtype=object, count=len(text))
-                      if categorical.any() else np.array(text, dtype=np.float64))
+        thresholds = (np.fromiter((_category_set(t, x) if c else float(x) for x, c in zip(text, categorical, strict=True)),
+                                  dtype=object, count=len(text)) if categorical.any() else np.array(text, dtype=np.float64))
         lefts, rights = (np.array(t[k].split()[:n], dtype=np.int64) for k in ("left_child", "right_child"))
         lefts, rights = (np.where(c >= 0, c, n - c - 1) for c in (lefts, rights))  # a leaf ~k is node n + k
         codes = np.array([vocabulary.setdefault(f"decision_type={k}", len(vocabulary)) for k in kinds], dtype=np.int32)
-        extra = " ".join(f"{k}={t[k]}" for k in _TREE_META if k in t)
+        extra = " ".join(f"{k}={t[k]}" for k in _TREE_META if k in t and k not in _READ_PER_NODE)
         if n:
             codes[0] = vocabulary.setdefault(f"decision_type={kinds[0]} {extra}", len(vocabulary))
     if len(features) != n or len(thresholds) != n or len(lefts) != n or len(rights) != n:
         raise MalformedRecord("a LightGBM tree's split fields differ in length")
     count = len(leaves)
+    columns["widths"].append(np.ones(n + count, dtype=np.int64))
+    columns["values"].append(np.concatenate([np.full(n, np.nan), leaves]).reshape(-1, 1))
+    if t.get("is_linear") == "1":  # a leaf's value, then its constant and coefficients
+        linear = _linear_leaves(t, leaves)
+        columns["widths"][-1][n:] = [len(v) for v in linear]
+        columns["values"][-1] = np.full((n + count, int(columns["widths"][-1].max())), np.nan)
+        for k, v in enumerate(linear):
+            columns["values"][-1][n + k, :len(v)] = v
     columns["leaf"].append(np.concatenate([np.zeros(n, dtype=bool), np.ones(count, dtype=bool)]))
     columns["feature"].append(np.concatenate([features, np.zeros(count, dtype=np.int64)]))
     columns["threshold"].append(np.concatenate([thresholds, np.full(count, np.nan, dtype=thresholds.dtype)]))
     columns["left"].append(np.concatenate([lefts, np.full(count, PAD, dtype=np.int64)]))
     columns["right"].append(np.concatenate([rights, np.full(count, PAD, dtype=np.int64)]))
     columns["kind"].append(np.concatenate([codes, np.zeros(count, dtype=np.int32)]).astype(np.int32))
-    columns["values"].append(np.concatenate([np.full(n, np.nan), leaves]))
     return n, count
+
+
+#: the tree fields read into its nodes (category sets into categorical splits), not into its root's kind
+_READ_PER_NODE = ("cat_boundaries", "cat_threshold", "leaf_const", "leaf_coeff")
+
+
+def _category_set(t: dict[str, str], index: str) -> tuple[int, ...]:
+    """A categorical split's threshold (an index into the tree's bitsets) as the categories it sends left."""
+    try:
+        bounds = [int(x) for x in t["cat_boundaries"].split()]
+        words = [int(x) for x in t["cat_threshold"].split()][bounds[int(index)]:bounds[int(index) + 1]]
+    except (KeyError, ValueError, IndexError):
+        raise MalformedRecord(f"a LightGBM categorical split's threshold {index!r} names no category bitset") from None
+    return tuple(32 * i + b for i, word in enumerate(words) for b in range(32) if word >> b & 1)
+
+
+def _linear_leaves(t: dict[str, str], leaves: np.ndarray) -> list[list[float]]:
+    """Each leaf's values in a linear tree (``is_linear=1``): its value, constant and coefficients (which features
+    they weigh stays in the tree's kind: ``leaf_features``)."""
+    try:
+        const = [float(x) for x in t["leaf_const"].split()]
+        sizes = [int(x) for x in t["num_features"].split()]
+        coeff = [float(x) for x in t.get("leaf_coeff", "").split()]
+    except (KeyError, ValueError):
+        raise MalformedRecord("a LightGBM linear tree lacks leaf_const or num_features, or holds a non-number") from None
+    if len(const) != len(leaves) or len(sizes) != len(leaves) or sum(sizes) != len(coeff):
+        raise MalformedRecord("a LightGBM linear tree's leaf_const, num_features and leaf_coeff do not match its leaves")
+    starts = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    return [[float(v), const[k], *coeff[starts[k]:starts[k + 1]]] for k, v in enumerate(leaves)]
 
 
 def normal_text(text: str) -> Normal:

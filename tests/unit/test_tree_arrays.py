@@ -184,3 +184,34 @@ def test_an_xgboost_multi_output_leaf_is_its_vector_of_leaf_weights(tmp_path):
     config = json.loads(model.save_config())
     as_json = [fx.normal_from(json.loads(bytes(m.save_raw("json"))), config) for m in (model, edited)]
     assert diff_normals(*as_json).first == diff.first
+
+
+def test_lightgbm_a_category_bitset_and_a_linear_coefficient_are_named_at_their_node():
+    """A categorical split's threshold is the set of categories its bitset sends left; a linear leaf holds its value,
+    constant and coefficients: each difference is named at its own node (an adversarial review)."""
+    lightgbm = pytest.importorskip("lightgbm")
+    import re
+
+    from auditor.flavors import lightgbm as fl
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 3))
+    c = rng.integers(0, 8, 500)
+    y = 4 * (x[:, 0] > 0) + (c % 3 == 0) + rng.normal(size=500) * 0.1
+    params = {"objective": "regression", "num_leaves": 4, "verbose": -1, "num_threads": 1}
+
+    def resaved(text: str) -> str:
+        return lightgbm.Booster(model_str=text).model_to_string()
+
+    text = lightgbm.train({**params, "min_data_per_group": 5, "cat_smooth": 1},
+                          lightgbm.Dataset(np.column_stack([x, c]), y, categorical_feature=[3]), 3).model_to_string()
+    found = re.search(r"(Tree=1\n(?:.*\n)*?cat_threshold=)(\d+)", text)
+    flipped = resaved(text[:found.start(2)] + str(int(found.group(2)) ^ 0b10) + text[found.end(2):])
+    first = diff_normals(fl.normal_text(text), fl.normal_text(flipped)).first
+    assert re.match(r"tree 1 node \d+: split threshold differs on feature 3: \(", first), first
+    linear = lightgbm.train({**params, "linear_tree": True}, lightgbm.Dataset(x, y), 3).model_to_string()
+    found = re.search(r"Tree=2\n(?:.*\n)*?leaf_coeff=(\S+)", linear)
+    edited = resaved(linear[:found.start(1)] + "0.5" + linear[found.end(1):])
+    diff = diff_normals(fl.normal_text(linear), fl.normal_text(edited))
+    assert re.match(r"tree 2 node \d+: leaf value \[", diff.first) and diff.max_abs > 0.1
+    assert diff_normals(fl.normal_text(linear), fl.normal_text(resaved(linear))).identical
