@@ -54,12 +54,14 @@ def main() -> None:
     requests, answers = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
-    os.dup2(devnull, 1)  # what an import prints goes nowhere, never into the answers
-    os.close(devnull)
     asked = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     environ = dict(os.environ)
-    with _reading_environ() as read:
+    with _reading_environ() as read, _printed() as printed:  # what an import prints: never into the answers
         failed = preload(asked.get("sdk", []), asked.get("libraries", []))
+    _PRINTED.append(printed.read())
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
     _SET_BY_IMPORTS.update({k: v for k, v in os.environ.items() if environ.get(k) != v})
     _SET_BY_IMPORTS.update({k: None for k in environ if k not in os.environ})
     _answer(answers, {"ready": True, "failed": failed, "unsafe": _unsafe(), "environ_read": sorted(read)})
@@ -73,6 +75,26 @@ def main() -> None:
 
 #: the variables the preload's imports set (None: removed): a fresh interpreter's imports set them too
 _SET_BY_IMPORTS: dict[str, str | None] = {}
+#: what the preload's imports printed (a banner, a warning): at the top of each rebuild's log, as a fresh one prints it
+_PRINTED: list[bytes] = []
+
+
+class _printed:  # noqa: N801 - used as a function: ``with _printed() as printed``
+    """Standard output and error into one unnamed file while the preload imports (read from its start after)."""
+
+    def __enter__(self):  # noqa: ANN204 - a binary file object
+        import tempfile
+
+        self.file = tempfile.TemporaryFile()
+        for fd in (1, 2):
+            os.dup2(self.file.fileno(), fd)
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        self.file.seek(0)
 
 
 class _reading_environ:  # noqa: N801 - used as a function: ``with _reading_environ() as read``
@@ -229,6 +251,7 @@ def _become(request: dict) -> int:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
+        os.write(2, b"".join(_PRINTED))
         os.chdir(request["cwd"])
         _retitle([sys.executable, *request["argv"]])
         os.environ.clear()

@@ -417,21 +417,26 @@ def _venv_with(tmp_path: Path, modules: dict[str, str]) -> str:
 def test_a_library_that_reads_a_run_time_variable_or_starts_a_thread_as_it_imports_gets_a_fresh_interpreter(tmp_path):
     """An installed helper that reads REPRO_DATA_TRAIN as it imports would read it unset in the worker, and train on
     the working copy instead of the recorded snapshot; one that starts a ``_thread`` poller would leave its lock held
-    in every fork. A library that reads only what the worker's key holds (HOME) is forked."""
+    in every fork. A library that reads only what the worker's key holds (HOME) is forked, and one that prints as it
+    imports has its words in the rebuild's log."""
     python = _venv_with(tmp_path, {
         "teamdata": "import os\nTRAIN = os.environ.get('REPRO_DATA_TRAIN', 'data/train')\n",
         "teamhome": "import os\nHOME = os.environ.get('HOME')\n",
-        "bgpoll": "import _thread, time\n_thread.start_new_thread(lambda: time.sleep(30), ())\n"})
+        "bgpoll": "import _thread, time\n_thread.start_new_thread(lambda: time.sleep(30), ())\n",
+        "noisy": "import sys\nprint('noisy 1.0: the slow path')\nprint('a warning', file=sys.stderr)\n"})
     pool = warm_module.WarmPool()
     try:
-        for module, forked in (("teamdata", False), ("bgpoll", False), ("teamhome", True)):
+        for module, forked in (("teamdata", False), ("bgpoll", False), ("teamhome", True), ("noisy", True)):
             project = tmp_path / module
             project.mkdir()
             (project / "train.py").write_text(f"import {module}\n")
-            env = {"PYTHONHASHSEED": "0", "HOME": str(tmp_path), "REPRO_DATA_TRAIN": str(tmp_path / "snapshot")}
+            env = {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", "HOME": str(tmp_path),
+                   "REPRO_DATA_TRAIN": str(tmp_path / "snapshot")}
             started = pool.start((), python, [python, "train.py"], project, env, tmp_path / f"{module}.log", 30)
             assert (started is not None) is forked, module
             if started is not None:
                 assert started.wait(30) == 0
+        # what an import printed is in the rebuild's log, as a fresh interpreter's import prints it there
+        assert (tmp_path / "noisy.log").read_text() == "noisy 1.0: the slow path\na warning\n"
     finally:
         pool.close()
