@@ -51,7 +51,7 @@ def _forest(trees: list[dict[str, Any]]) -> Forest:
     are read one by one from the parsed JSON (the dump holds them as objects); one array per field for all trees."""
     sizes, leaf, feature, threshold, children, kind, values = [], [], [], [], [], [], []
     for t in trees:
-        splits, leaves = t.get("splits", []), t.get("leaf_values", [])
+        splits, leaves = t.get("splits") or [], t.get("leaf_values") or []  # a tree without a split: "splits": null
         for i, s in enumerate(splits):
             found = s.get("float_feature_index", s.get("cat_feature_index", s.get("ctr_target_border_idx")))
             leaf.append(found is None)
@@ -71,31 +71,49 @@ def _forest(trees: list[dict[str, Any]]) -> Forest:
 
 
 def normal_json(dump: dict[str, Any]) -> Normal:
+    """The normal form of a CatBoost JSON dump. A sum of models (``catboost.sum_models``) prefixes each summand's
+    info with ``modelN:``: set aside and cleaned alike (``_bare``)."""
     info = dict(dump.get("model_info", {}))
-    params = info.get("params")
-    if isinstance(params, str):
-        params = json.loads(params)
-    system = dict((params or {}).get("system_options", {}))
-    thread_count = system.pop("thread_count", None)
-    flat_params = dict((params or {}).get("flat_params", {}))
-    thread_count = flat_params.pop("thread_count", thread_count)
-    params, output = _without_output(params or {}, flat_params)
-    meta = {f"model_info.{k}": v for k, v in info.items() if k not in SET_ASIDE_INFO and k != "params"}
-    meta.update(_flatten({**(params or {}), "system_options": system, "flat_params": flat_params}, "params"))
+    cleaned, set_aside = {}, []
+    for key in [k for k in info if _bare(k) == "params"]:
+        cleaned[key], lines = _clean_params(info[key], key)
+        set_aside += lines
+    if "params" not in cleaned:  # as the form has always read: the run's params, empty where the dump has none
+        cleaned["params"], _ = _clean_params(None, "params")
+    kept = {k: cleaned.get(k, v) for k, v in info.items() if _bare(k) not in SET_ASIDE_INFO}
+    meta = {f"model_info.{k}": v for k, v in kept.items() if k not in cleaned}
+    for key, params in cleaned.items():
+        meta.update(_flatten(params, key))
     meta.update({k: v for k, v in dump.items() if k not in ("model_info", "oblivious_trees", "scale_and_bias", "features_info")})
     meta["features_info"] = dump.get("features_info")
     trees = dump.get("oblivious_trees") or dump.get("trees") or []
-    weights = [np.asarray(t.get("leaf_weights", []), dtype=np.float64) for t in trees]
+    weights = [np.asarray(t.get("leaf_weights") or [], dtype=np.float64) for t in trees]
     arrays = {"scale_and_bias": np.asarray(_flat(dump.get("scale_and_bias", [])), dtype=np.float64),
               "leaf_weights": np.concatenate(weights) if weights else np.empty(0)}
-    set_aside = [f"model_info.{k}" + (" (random on every run)" if k == "model_guid" else "") for k in SET_ASIDE_INFO if k in info]
-    if thread_count is not None:
-        set_aside.append(f"thread_count {thread_count} (a thread count echoed into the params, not the model)")
-    set_aside += [f"params.{key}={value!r} (says what it printed or wrote where, not the model)" for key, value in output]
-    identity = {**dump, "model_info": {**{k: v for k, v in info.items() if k not in SET_ASIDE_INFO},
-                                      "params": {**(params or {}), "system_options": system, "flat_params": flat_params}}}
+    set_aside = [f"model_info.{k}" + (" (random on every run)" if _bare(k) == "model_guid" else "")
+                 for k in info if _bare(k) in SET_ASIDE_INFO] + set_aside
+    identity = {**dump, "model_info": {**kept, **cleaned}}
     return Normal(flavor=NAME, meta=meta, trees=_forest(trees), arrays=arrays, set_aside=set_aside,
                   identity=identity)  # the whole dump but the set-aside info and thread count: fail closed
+
+
+def _bare(key: str) -> str:
+    """A ``model_info`` key without the ``modelN:`` a sum of models gives each summand's."""
+    return key.rpartition(":")[2]
+
+
+def _clean_params(params: Any, key: str) -> tuple[dict[str, Any], list[str]]:
+    """A run's params (a JSON string or a mapping) less the thread count and the output settings, and a line for
+    each set aside."""
+    params = json.loads(params) if isinstance(params, str) else dict(params or {})
+    system = dict(params.get("system_options", {}))
+    thread_count = system.pop("thread_count", None)
+    flat_params = dict(params.get("flat_params", {}))
+    thread_count = flat_params.pop("thread_count", thread_count)
+    params, output = _without_output(params, flat_params)
+    lines = [f"{key} thread_count {thread_count} (a thread count echoed into the params, not the model)"] if thread_count is not None else []
+    lines += [f"{key}.{name}={value!r} (says what it printed or wrote where, not the model)" for name, value in output]
+    return {**params, "system_options": system, "flat_params": flat_params}, lines
 
 
 def _without_output(params: dict[str, Any], flat_params: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:

@@ -81,7 +81,9 @@ def trusted(name: str) -> bool:
 #: parameters that say how a model ran, not what it is
 SET_ASIDE_PARAMS = ("n_jobs", "n_threads", "verbose", "memory", "copy", "copy_X")  # n_threads: HistGradientBoosting's bin mapper echoes the OpenMP thread count
 #: fitted attributes that hold no part of the model, and why: set aside by name
-SET_ASIDE_STATE = {"_stop_words_id": "id() of the stop_words list in the fitting process: a memory address"}
+SET_ASIDE_STATE = {"_stop_words_id": "id() of the stop_words list in the fitting process: a memory address",
+                   "_init_prev_time": "the wall-clock time of the fit's last report (a mixture's verbose=2)",
+                   "_iter_prev_time": "the wall-clock time of the fit's last report (a mixture's verbose=2)"}
 
 
 class UntrustedModel(InputUnrecoverable):

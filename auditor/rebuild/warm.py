@@ -106,11 +106,13 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
     return Preload(sdk=tuple(sdk), libraries=tuple(name for name in names if name not in sdk))
 
 
-#: what a script may set variables through without writing ``environ``: ``os.putenv``/``unsetenv``, C's ``setenv``
-#: (ctypes), python-dotenv
+#: what a script may set variables through without writing ``environ`` (a name, attribute or module holding one of
+#: these): ``os.putenv``/``unsetenv``, C's ``setenv`` (ctypes), python-dotenv
 _SETS_VARIABLES = ("putenv", "setenv", "dotenv")
-#: what runs code this module does not read (a string, a module named at run time): it may set variables
-_RUNS_UNREAD_CODE = frozenset({"exec", "eval", "compile", "__import__", "import_module", "run_path", "run_module"})
+#: built-ins that run code this module does not read (a string, a module named at run time): they may set variables
+_RUNS_UNREAD_CODE = frozenset({"exec", "eval", "compile", "__import__"})
+#: functions (called by name or as an attribute) that import or run a module named at run time
+_IMPORTS_BY_NAME = frozenset({"import_module", "run_path", "run_module"})
 
 
 def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], bool]) -> bool:
@@ -120,19 +122,22 @@ def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], boo
     ``getattr``/``vars`` reach it through); or a name or attribute holding ``environ`` (read from the syntax tree, so
     inside f-strings too) that is not one of the reads ``_environ_reads`` counts (an alias of ``os.environ``, a
     write, a helper such as ``patch_environment`` or the environs library)."""
-    if any(name in source for name in _SETS_VARIABLES) or _loads_own_code(tree, local):
+    if _loads_own_code(tree, local):
         return True
-    names, docstrings = [], {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    names = []
     for node in ast.walk(tree):
         word = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-                else node.name.split(".")[-1] if isinstance(node, ast.alias)
+                else node.name if isinstance(node, ast.alias)
                 else node.module if isinstance(node, ast.ImportFrom) else None)  # ``from environs import Env``
-        if word in _RUNS_UNREAD_CODE:
+        if (isinstance(node, ast.Name) and word in _RUNS_UNREAD_CODE) or word in _IMPORTS_BY_NAME or (
+                isinstance(node, ast.alias) and word.split(".")[-1] in _IMPORTS_BY_NAME):
             return True
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "environ" in node.value and id(node) not in docstrings:
+        if word is not None and any(name in word for name in _SETS_VARIABLES):
+            return True
+        if isinstance(node, ast.Constant) and node.value in ("environ", "environb"):  # getattr(os, "environ"), vars(os)[...]
             return True
         if word is not None and "environ" in word:
-            names.append(word)
+            names.append(word.split(".")[-1])
     return any(name != "environ" for name in names) or len(names) != _environ_reads(tree)
 
 

@@ -107,7 +107,8 @@ class _reading_environ:  # noqa: N801 - used as a function: ``with _reading_envi
         original, read = self.original, self.read
 
         def getitem(environ: object, key: str) -> str:
-            read.add(key)
+            if isinstance(key, str):  # the class is os.environb's too (bytes keys: subprocess's PATH look-up)
+                read.add(key)
             return original(environ, key)
 
         cls.__getitem__ = getitem  # type: ignore[method-assign]
@@ -330,7 +331,7 @@ def _run_script(path: str) -> None:
     depth, frame = 0, sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
-    sys.setrecursionlimit(sys.getrecursionlimit() + depth)  # the script's frames as deep as in a fresh interpreter
+    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # the script's frames as deep as in a fresh interpreter (exec: one)
     exec(code, main.__dict__)  # noqa: S102 - the rebuild's own entry point, as the interpreter would run it
 
 

@@ -166,6 +166,10 @@ SETTERS = [
     ('__import__("helpers")\n', False),
     ('import runpy\nrunpy.run_path("helpers.py")\n', False),
     ('import ctypes\nctypes.CDLL(None).setenv(b"OMP_THREAD_LIMIT", b"1", 1)\n', False),
+    # what only looks like them (a second review): the worker still imports torch first
+    ('import re\nPATTERN = re.compile("x")\n', True),
+    ('def score(model):\n    model.eval()\n    return model\n', True),
+    ('print("training environment ready", "prod-environment")  # no dotenv here\n', True),
 ]
 
 
@@ -423,10 +427,11 @@ def test_a_library_that_reads_a_run_time_variable_or_starts_a_thread_as_it_impor
         "teamdata": "import os\nTRAIN = os.environ.get('REPRO_DATA_TRAIN', 'data/train')\n",
         "teamhome": "import os\nHOME = os.environ.get('HOME')\n",
         "bgpoll": "import _thread, time\n_thread.start_new_thread(lambda: time.sleep(30), ())\n",
-        "noisy": "import sys\nprint('noisy 1.0: the slow path')\nprint('a warning', file=sys.stderr)\n"})
+        "noisy": "import sys\nprint('noisy 1.0: the slow path')\nprint('a warning', file=sys.stderr)\n",
+        "spawns": "import subprocess\nsubprocess.run(['true'], check=True)\n"})  # os.environb's PATH (mlflow does)
     pool = warm_module.WarmPool()
     try:
-        for module, forked in (("teamdata", False), ("bgpoll", False), ("teamhome", True), ("noisy", True)):
+        for module, forked in (("teamdata", False), ("bgpoll", False), ("teamhome", True), ("noisy", True), ("spawns", True)):
             project = tmp_path / module
             project.mkdir()
             (project / "train.py").write_text(f"import {module}\n")

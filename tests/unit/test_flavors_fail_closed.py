@@ -206,3 +206,36 @@ def test_sklearn_a_histgradientboosting_leaf_is_named_and_measured_in_the_ladder
     diff = base.diff_normals(_sk().normal_of(hgb), _sk().normal_of(moved))
     assert len(_sk().normal_of(hgb).trees) == 5 and not diff.structural
     assert diff.first.startswith(f"tree 3 node {k}: leaf value") and 0 < diff.max_abs < 1e-11
+
+
+def test_sklearn_a_mixtures_report_times_are_set_aside():
+    """GaussianMixture(verbose=2) keeps the wall-clock time of its last report: two honest fits differ only there."""
+    import time
+
+    from sklearn.mixture import GaussianMixture
+
+    fits = []
+    for _ in range(2):
+        fits.append(GaussianMixture(n_components=2, random_state=0, verbose=2, verbose_interval=1).fit(X[:, :3]))
+        time.sleep(0.01)
+    assert fits[0]._iter_prev_time != fits[1]._iter_prev_time
+    assert identical(*(_sk().normal_of(f) for f in fits))
+
+
+def test_catboost_a_tree_without_a_split_and_a_sum_of_models_are_read(tmp_path):
+    """A tree with no split is dumped with ``"splits": null``; ``sum_models`` prefixes each summand's info with
+    ``modelN:`` (its random guid, its train_dir): an honest pair is the same model (a second review)."""
+    catboost = pytest.importorskip("catboost")
+    from auditor.flavors import catboost as fc
+
+    def fit(seed: int, folder: str):
+        return catboost.CatBoostRegressor(iterations=3, depth=2, random_seed=seed, thread_count=1, verbose=0,
+                                          train_dir=str(tmp_path / folder)).fit(X, X[:, 0])
+
+    dump = _dump(fit(0, "a"))
+    dump["oblivious_trees"][0]["splits"] = None
+    assert len(fc.normal_json(dump).trees) == 3
+    sums = [_dump(catboost.sum_models([fit(0, f"{run}0"), fit(1, f"{run}1")])) for run in ("x", "y")]
+    assert any(k.startswith("model0:") for k in sums[0]["model_info"])
+    assert identical(*(fc.normal_json(d) for d in sums))
+    assert not identical(fc.normal_json(sums[0]), fc.normal_json(_dump(catboost.sum_models([fit(0, "z0"), fit(2, "z1")]))))
