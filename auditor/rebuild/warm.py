@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import atexit
+import functools
 import json
 import logging
 import os
@@ -71,7 +72,8 @@ class Preload:
         return [*self.sdk, *self.libraries]
 
 
-def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: Collection[str] = ()) -> Preload:
+def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: Collection[str] = (),
+                    pythonpath: str | None = None) -> Preload:
     """The modules ``script`` imports before its first other statement (a docstring and ``__future__`` aside),
     stopping at one of the project's own or a ``local`` package's (recorded ``environment.local_packages``); with
     ``auditor`` among them, ``SDK_PRELOAD``, and ``SEEDING_PRELOAD`` when the run is ``seeded`` and the script cannot
@@ -99,7 +101,8 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
             break
         names += [name for name in found if name not in names]
     sdk = [name for name in names if name.split(".")[0] == "auditor"]
-    if sdk and not _may_set_variables(tree, source, is_own):  # what the SDK's modules import (NumPy) reads them too
+    others = functools.partial(_other_python, script, project, bool(own) or bool(pythonpath))
+    if sdk and not _may_set_variables(tree, is_own, others):  # what the SDK's modules import (NumPy) reads them too
         sdk += [name for name in SDK_PRELOAD if name not in sdk]
         if seeded:
             names += [name for name in SEEDING_PRELOAD if name not in names]
@@ -115,10 +118,11 @@ _RUNS_UNREAD_CODE = frozenset({"exec", "eval", "compile", "__import__"})
 _IMPORTS_BY_NAME = frozenset({"import_module", "run_path", "run_module"})
 
 
-def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], bool]) -> bool:
+def _may_set_variables(tree: ast.Module, local: Callable[[str], bool], others: Callable[[], bool]) -> bool:
     """Whether the script may set an environment variable before its run begins, as far as its own text tells: any
-    of ``_SETS_VARIABLES``; code it may run that is not read here (``_RUNS_UNREAD_CODE``: ``exec``, ``importlib``,
-    ``runpy``; a module ``local`` says is the project's; ``sys.path`` touched); a string naming ``environ`` (what
+    of ``_SETS_VARIABLES``; code it may run that is not read here (``_RUNS_UNREAD_CODE``: ``exec``, ``eval``; a
+    module named at run time, ``_IMPORTS_BY_NAME``, where ``others`` says there is Python of the project's or a local
+    package's to import; a module ``local`` says is the project's; ``sys.path`` touched); a string naming ``environ`` (what
     ``getattr``/``vars`` reach it through); or a name or attribute holding ``environ`` (read from the syntax tree, so
     inside f-strings too) that is not one of the reads ``_environ_reads`` counts (an alias of ``os.environ``, a
     write, a helper such as ``patch_environment`` or the environs library)."""
@@ -129,8 +133,9 @@ def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], boo
         word = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
                 else node.name if isinstance(node, ast.alias)
                 else node.module if isinstance(node, ast.ImportFrom) else None)  # ``from environs import Env``
-        if (isinstance(node, ast.Name) and word in _RUNS_UNREAD_CODE) or word in _IMPORTS_BY_NAME or (
-                isinstance(node, ast.alias) and word.split(".")[-1] in _IMPORTS_BY_NAME):
+        if isinstance(node, ast.Name) and word in _RUNS_UNREAD_CODE:
+            return True
+        if (word in _IMPORTS_BY_NAME or (isinstance(node, ast.alias) and word.split(".")[-1] in _IMPORTS_BY_NAME)) and others():
             return True
         if word is not None and any(name in word for name in _SETS_VARIABLES):
             return True
@@ -139,6 +144,20 @@ def _may_set_variables(tree: ast.Module, source: str, local: Callable[[str], boo
         if word is not None and "environ" in word:
             names.append(word.split(".")[-1])
     return any(name != "environ" for name in names) or len(names) != _environ_reads(tree)
+
+
+def _other_python(script: Path, project: Path, elsewhere: bool) -> bool:
+    """Whether a module named at run time could be the project's own: ``elsewhere`` (a recorded local package, the
+    rebuild's ``PYTHONPATH``), or any Python file (a module, a package's, a namespace package's) in or below the
+    script's folder or the project's other than the script itself (a project of one script imports installed
+    libraries only)."""
+    if elsewhere:
+        return True
+    for folder in {script.parent, project}:
+        for path in folder.rglob("*.py"):
+            if path != script and ".git" not in path.relative_to(folder).parts:
+                return True
+    return False
 
 
 def _loads_own_code(tree: ast.Module, local: Callable[[str], bool]) -> bool:
@@ -325,7 +344,8 @@ class WarmPool:
         elif argv[1].startswith("-") or not argv[1].endswith(".py") or not (cwd / argv[1]).is_file():
             return None
         else:
-            preload = leading_imports(cwd / argv[1], cwd, seeded=bool(env.get(ENV_SEED)), local=local)
+            preload = leading_imports(cwd / argv[1], cwd, seeded=bool(env.get(ENV_SEED)), local=local,
+                                      pythonpath=env.get("PYTHONPATH"))
         cwd, log = cwd.resolve(), log.resolve()  # the worker's folder is the rebuild's: a relative path would move
         import_env = {name: value for name, value in env.items() if not is_run_time_var(name)}
         key = (tuple(prefix), python, str(cwd), tuple(sorted(import_env.items())), preload)

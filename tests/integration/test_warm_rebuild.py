@@ -161,7 +161,7 @@ SETTERS = [
     ('getattr(os, "environ")["OMP_THREAD_LIMIT"] = "1"\n', False),
     ('vars(os)["environ"]["OMP_THREAD_LIMIT"] = "1"\n', False),
     ('exec(compile("x = 1", "f", "exec"))\n', False),
-    ('import importlib\nimportlib.import_module("helpers")\n', False),
+    ('import importlib\nimportlib.import_module("helpers")\n', False),  # the project holds helpers.py
     ('from importlib import import_module\nimport_module("helpers")\n', False),
     ('__import__("helpers")\n', False),
     ('import runpy\nrunpy.run_path("helpers.py")\n', False),
@@ -171,6 +171,22 @@ SETTERS = [
     ('def score(model):\n    model.eval()\n    return model\n', True),
     ('print("training environment ready", "prod-environment")  # no dotenv here\n', True),
 ]
+
+
+def test_a_module_named_at_run_time_counts_only_where_the_project_has_python_of_its_own(tmp_path):
+    """``importlib.import_module(name)`` in a project of one script can import installed libraries only (the tabular
+    example's own way to import its model's library); with another module beside it, a recorded local package or
+    a PYTHONPATH, it may run the project's code."""
+    from auditor.rebuild.warm import leading_imports
+
+    (tmp_path / "train.py").write_text("import os\nimport auditor\nimport importlib\nfor name in ('xgboost',):\n"
+                                       "    importlib.import_module(name)\n")
+    assert "torch" in leading_imports(tmp_path / "train.py", tmp_path, seeded=True).libraries
+    assert "torch" not in leading_imports(tmp_path / "train.py", tmp_path, seeded=True, local={"mylib"}).libraries
+    assert "torch" not in leading_imports(tmp_path / "train.py", tmp_path, seeded=True, pythonpath="/src").libraries
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "setup_env.py").write_text("")  # a namespace package's module
+    assert "torch" not in leading_imports(tmp_path / "train.py", tmp_path, seeded=True).libraries
 
 
 @pytest.mark.parametrize("script, torch_first", SETTERS)
