@@ -57,6 +57,9 @@ SDK_PRELOAD = ("auditor.sdk.run", "auditor.sdk.capture", "auditor.sdk.consumed",
 #: what the SDK's seeding imports where torch is installed, when the run has a seed (its deterministic switch leaves
 #: the compiler to the script's first use of it: ``auditor.seeds.use_deterministic_algorithms``)
 SEEDING_PRELOAD = ("torch",)
+#: the auditor's own distribution (pyproject's name), recorded as a local package where it is installed editable: its
+#: modules are the SDK's, never a project's code a module named at run time could be
+OWN_DISTRIBUTION = "repro-audit"
 MAX_WORKERS = 2  # warm workers kept per process (each holds its imports' memory); the least recently used goes first
 START_LIMIT_S = 600.0  # the longest a worker may take to import before its rebuild starts fresh instead
 
@@ -101,7 +104,7 @@ def leading_imports(script: Path, project: Path, *, seeded: bool = True, local: 
             break
         names += [name for name in found if name not in names]
     sdk = [name for name in names if name.split(".")[0] == "auditor"]
-    others = functools.partial(_other_python, script, project, bool(own) or bool(pythonpath))
+    others = functools.partial(_other_python, script, project, bool(own - {_normal(OWN_DISTRIBUTION)}) or bool(pythonpath))
     if sdk and not _may_set_variables(tree, is_own, others):  # what the SDK's modules import (NumPy) reads them too
         sdk += [name for name in SDK_PRELOAD if name not in sdk]
         if seeded:

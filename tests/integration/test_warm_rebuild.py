@@ -183,6 +183,7 @@ def test_a_module_named_at_run_time_counts_only_where_the_project_has_python_of_
                                        "    importlib.import_module(name)\n")
     assert "torch" in leading_imports(tmp_path / "train.py", tmp_path, seeded=True).libraries
     assert "torch" not in leading_imports(tmp_path / "train.py", tmp_path, seeded=True, local={"mylib"}).libraries
+    assert "torch" in leading_imports(tmp_path / "train.py", tmp_path, seeded=True, local={"repro-audit"}).libraries
     assert "torch" not in leading_imports(tmp_path / "train.py", tmp_path, seeded=True, pythonpath="/src").libraries
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "setup_env.py").write_text("")  # a namespace package's module
