@@ -103,26 +103,19 @@ def _bare(key: str) -> str:
 
 
 def _clean_params(params: Any, key: str) -> tuple[dict[str, Any], list[str]]:
-    """A run's params (a JSON string or a mapping) less the thread count and the output settings, and a line for
-    each set aside."""
+    """A run's params (a JSON string or a mapping) less the thread count and ``rules.OUTPUT_PARAMS`` (at its top and
+    in ``flat_params``), and a line for each set aside."""
     params = json.loads(params) if isinstance(params, str) else dict(params or {})
     system = dict(params.get("system_options", {}))
-    thread_count = system.pop("thread_count", None)
     flat_params = dict(params.get("flat_params", {}))
-    thread_count = flat_params.pop("thread_count", thread_count)
-    params, output = _without_output(params, flat_params)
-    lines = [f"{key} thread_count {thread_count} (a thread count echoed into the params, not the model)"] if thread_count is not None else []
-    lines += [f"{key}.{name}={value!r} (says what it printed or wrote where, not the model)" for name, value in output]
-    return {**params, "system_options": system, "flat_params": flat_params}, lines
-
-
-def _without_output(params: dict[str, Any], flat_params: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
-    """``params`` less ``rules.OUTPUT_PARAMS`` (at its top and in ``flat_params``, which is emptied of them in
-    place), and what was taken out, by path."""
+    thread_count = flat_params.pop("thread_count", system.pop("thread_count", None))
     names = OUTPUT_PARAMS[NAME]
     output = [(f"flat_params.{k}", flat_params.pop(k)) for k in sorted(set(flat_params) & names)]
     output += [(k, params[k]) for k in sorted(set(params) & names)]
-    return {k: v for k, v in params.items() if k not in names}, output
+    lines = [f"{key} thread_count {thread_count} (a thread count echoed into the params, not the model)"] if thread_count is not None else []
+    lines += [f"{key}.{name}={value!r} (says what it printed or wrote where, not the model)" for name, value in output]
+    kept = {k: v for k, v in params.items() if k not in names}
+    return {**kept, "system_options": system, "flat_params": flat_params}, lines
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:

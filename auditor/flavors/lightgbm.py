@@ -125,14 +125,9 @@ def _tree(t: dict[str, str], columns: dict[str, list[np.ndarray]], vocabulary: d
     if len(features) != n or len(thresholds) != n or len(lefts) != n or len(rights) != n:
         raise MalformedRecord("a LightGBM tree's split fields differ in length")
     count = len(leaves)
-    columns["widths"].append(np.ones(n + count, dtype=np.int64))
-    columns["values"].append(np.concatenate([np.full(n, np.nan), leaves]).reshape(-1, 1))
-    if t.get("is_linear") == "1":  # a leaf's value, then its constant and coefficients
-        linear = _linear_leaves(t, leaves)
-        columns["widths"][-1][n:] = [len(v) for v in linear]
-        columns["values"][-1] = np.full((n + count, int(columns["widths"][-1].max())), np.nan)
-        for k, v in enumerate(linear):
-            columns["values"][-1][n + k, :len(v)] = v
+    widths, values = _leaf_columns(t, n, leaves)
+    columns["widths"].append(widths)
+    columns["values"].append(values)
     columns["leaf"].append(np.concatenate([np.zeros(n, dtype=bool), np.ones(count, dtype=bool)]))
     columns["feature"].append(np.concatenate([features, np.zeros(count, dtype=np.int64)]))
     columns["threshold"].append(np.concatenate([thresholds, np.full(count, np.nan, dtype=thresholds.dtype)]))
@@ -154,6 +149,19 @@ def _category_set(t: dict[str, str], index: str) -> tuple[int, ...]:
     except (KeyError, ValueError, IndexError):
         raise MalformedRecord(f"a LightGBM categorical split's threshold {index!r} names no category bitset") from None
     return tuple(32 * i + b for i, word in enumerate(words) for b in range(32) if word >> b & 1)
+
+
+def _leaf_columns(t: dict[str, str], n: int, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values per node of a tree of ``n`` splits, then its ``leaves``, and how many each holds: one (NaN on a
+    split), or on a linear tree's leaf its value, constant and coefficients (``_linear_leaves``)."""
+    if t.get("is_linear") != "1":
+        return np.ones(n + len(leaves), dtype=np.int64), np.concatenate([np.full(n, np.nan), leaves]).reshape(-1, 1)
+    linear = _linear_leaves(t, leaves)
+    widths = np.array([1] * n + [len(v) for v in linear], dtype=np.int64)
+    values = np.full((len(widths), int(widths.max())), np.nan)
+    for k, v in enumerate(linear):
+        values[n + k, :len(v)] = v
+    return widths, values
 
 
 def _linear_leaves(t: dict[str, str], leaves: np.ndarray) -> list[list[float]]:

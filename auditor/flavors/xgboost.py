@@ -119,10 +119,10 @@ def _leaf_values(condition: np.ndarray, trees: Any, raw: bytes | None, offsets: 
         return condition.reshape(-1, 1)
     leaves = np.add.reduceat(leaf.astype(np.int64), offsets[:-1]) if len(leaf) else np.zeros(len(counts), np.int64)
     widths = {int(c) // int(n) for c, n in zip(counts, leaves, strict=True) if n} - {0}
-    weights = np.asarray(_column(trees, "leaf_weights", raw), dtype=condition.dtype)  # as the conditions are read
-    if len(widths) != 1 or any(c != n * next(iter(widths)) for c, n in zip(counts, leaves, strict=True)):
+    width = widths.pop() if len(widths) == 1 else 0
+    if not width or any(c != n * width for c, n in zip(counts, leaves, strict=True)):
         raise MalformedRecord("an XGBoost multi-output tree's leaf_weights do not hold one vector per leaf")
-    width = widths.pop()
+    weights = np.asarray(_column(trees, "leaf_weights", raw), dtype=condition.dtype)  # as the conditions are read
     tree_of = np.repeat(np.arange(len(counts)), np.diff(offsets))
     base = (np.concatenate([[0], np.cumsum(counts)])[tree_of] + right.astype(np.int64) * width)[leaf]
     values = np.full((len(leaf), width), np.nan, dtype=condition.dtype)

@@ -33,10 +33,13 @@ import sys
 #: goes first on its path (``_shadowed``)
 _AT_START = frozenset(sys.modules)
 
-import importlib  # noqa: E402 - after the record of what the interpreter imported by itself
+import contextlib  # noqa: E402 - after the record of what the interpreter imported by itself
+import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import select  # noqa: E402
+import tempfile  # noqa: E402
+from collections.abc import Iterator  # noqa: E402 - not typing: the worker imports no more than it must (``_shadowed``)
 
 POLL_S = 0.05  # how often a running child's end is looked for while no request arrives
 
@@ -56,15 +59,16 @@ def main() -> None:
     os.dup2(devnull, 0)
     asked = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     environ = dict(os.environ)
-    with _reading_environ() as read, _printed() as printed:  # what an import prints: never into the answers
+    with _reading_environ() as read, _printed():  # what an import prints: never into the answers
         failed = preload(asked.get("sdk", []), asked.get("libraries", []))
-    _PRINTED.append(printed.read())
     for fd in (1, 2):
         os.dup2(devnull, fd)
     os.close(devnull)
     _SET_BY_IMPORTS.update({k: v for k, v in os.environ.items() if environ.get(k) != v})
     _SET_BY_IMPORTS.update({k: None for k in environ if k not in os.environ})
-    _answer(answers, {"ready": True, "failed": failed, "unsafe": _unsafe(), "environ_read": sorted(read)})
+    unsafe = _unsafe()
+    _HELD.update({name.split(".")[0] for name in sys.modules} - {name.split(".")[0] for name in _AT_START})  # all imported
+    _answer(answers, {"ready": True, "failed": failed, "unsafe": unsafe, "environ_read": sorted(read)})
     try:
         serve(requests, answers)
         return
@@ -77,45 +81,42 @@ def main() -> None:
 _SET_BY_IMPORTS: dict[str, str | None] = {}
 #: what the preload's imports printed (a banner, a warning): at the top of each rebuild's log, as a fresh one prints it
 _PRINTED: list[bytes] = []
+#: the top-level modules the preload imported beyond what the interpreter starts with (``_shadowed``)
+_HELD: set[str] = set()
 
 
-class _printed:  # noqa: N801 - used as a function: ``with _printed() as printed``
-    """Standard output and error into one unnamed file while the preload imports (read from its start after)."""
-
-    def __enter__(self):  # noqa: ANN204 - a binary file object
-        import tempfile
-
-        self.file = tempfile.TemporaryFile()
+@contextlib.contextmanager
+def _printed() -> Iterator[None]:
+    """Standard output and error into one unnamed file while the preload imports, kept in ``_PRINTED``."""
+    with tempfile.TemporaryFile() as file:
         for fd in (1, 2):
-            os.dup2(self.file.fileno(), fd)
-        return self.file
-
-    def __exit__(self, *exc: object) -> None:
+            os.dup2(file.fileno(), fd)
+        yield
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
-        self.file.seek(0)
+        file.seek(0)
+        _PRINTED.append(file.read())
 
 
-class _reading_environ:  # noqa: N801 - used as a function: ``with _reading_environ() as read``
+@contextlib.contextmanager
+def _reading_environ() -> Iterator[set[str]]:
     """The names of the variables read from ``os.environ`` (``[]``, ``get``, ``in``, ``os.getenv``) while the
     preload imports: the pool starts a rebuild fresh where it sets one of them otherwise (a run-time variable)."""
+    read: set[str] = set()
+    cls = type(os.environ)
+    original = cls.__getitem__
 
-    def __enter__(self) -> set[str]:
-        self.read: set[str] = set()
-        cls, self.original = type(os.environ), type(os.environ).__getitem__
-        original, read = self.original, self.read
+    def getitem(environ: object, key: str) -> str:
+        if isinstance(key, str):  # the class is os.environb's too (bytes keys: subprocess's PATH look-up)
+            read.add(key)
+        return original(environ, key)
 
-        def getitem(environ: object, key: str) -> str:
-            if isinstance(key, str):  # the class is os.environb's too (bytes keys: subprocess's PATH look-up)
-                read.add(key)
-            return original(environ, key)
-
-        cls.__getitem__ = getitem  # type: ignore[method-assign]
-        return self.read
-
-    def __exit__(self, *exc: object) -> None:
-        type(os.environ).__getitem__ = self.original  # type: ignore[method-assign]
+    cls.__getitem__ = getitem  # type: ignore[method-assign]
+    try:
+        yield read
+    finally:
+        cls.__getitem__ = original  # type: ignore[method-assign]
 
 
 def preload(sdk: list[str], libraries: list[str]) -> list[str]:
@@ -207,10 +208,9 @@ def _shadowed(request: dict) -> str | None:
         entries = os.listdir(first)
     except OSError:
         return None
-    held = {name.split(".")[0] for name in sys.modules} - {name.split(".")[0] for name in _AT_START}
     for entry in entries:
         name = entry.split(".")[0]
-        if name in held and (entry.endswith((".py", ".so", ".pyd")) or os.path.isfile(os.path.join(first, entry, "__init__.py"))):
+        if name in _HELD and (entry.endswith((".py", ".so", ".pyd")) or os.path.isfile(os.path.join(first, entry, "__init__.py"))):
             return f"the project's {entry} would be imported as {name}, which the worker imported from the interpreter's own folders"
     return None
 
